@@ -1,0 +1,802 @@
+//! `LogDecoder`: a streaming reader of the LevelDB log format.
+//!
+//! The decoder counts every byte it consumes, so it knows where each block starts no
+//! matter how the bytes are chunked on their way in. It never needs more than one
+//! block buffered to make progress.
+//!
+//! # States
+//!
+//! | state                    | what the next bytes are                                 |
+//! |--------------------------|---------------------------------------------------------|
+//! | reading                  | a fragment header, or a trailer if < 7 bytes are left   |
+//! | skipping (`Skip`)        | bytes up to a block end: trailer, zero fill or damage   |
+//! | collecting (`Assembly`)  | reading fragments of a record that spans blocks         |
+//! | halted                   | ignored: end of a split, `PointInTime` stop, or error   |
+
+use std::fmt;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::AsyncRead;
+use tokio_util::codec::{Decoder, FramedRead};
+
+use crate::error::{Corruption, CorruptionKind, Error};
+use crate::format::{
+    block_start, fragment_crc, unmask, Position, RecordType, BLOCK_SIZE, HEADER_SIZE,
+};
+
+/// The default bound on a record's size: 64 MiB.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
+
+/// What the decoder does with a damaged log, modelled on RocksDB's `WALRecoveryMode`.
+///
+/// | mode                  | torn tail at EOF | other damage                        |
+/// |-----------------------|------------------|-------------------------------------|
+/// | `TolerateTail`        | clean end        | `Err`, ends the stream              |
+/// | `AbsoluteConsistency` | `Err`            | `Err`, ends the stream              |
+/// | `PointInTime`         | clean end        | reported, then a clean end there    |
+/// | `SkipCorrupted`       | clean end        | reported and skipped, as LevelDB    |
+///
+/// A *torn tail* is what a writer that died mid-write leaves: a header cut by EOF, a
+/// payload cut by EOF, or a fragmented record with no LAST fragment before EOF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Recovery {
+    /// A torn tail is the end of the log; any other damage is an error.
+    #[default]
+    TolerateTail,
+    /// Any damage, a torn tail included, is an error: for logs that were closed cleanly.
+    AbsoluteConsistency,
+    /// Stop quietly at the first damage: everything before it is returned, nothing
+    /// after. [`LogDecoder::halted_at`] tells where the good prefix ends.
+    PointInTime,
+    /// LevelDB's reader: report each damaged piece and go on with the next block.
+    SkipCorrupted,
+}
+
+type Reporter = Box<dyn FnMut(&Corruption) + Send>;
+
+/// Counters of what a decoder has seen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DecodeStats {
+    /// Records returned.
+    pub records: u64,
+    /// Payload bytes of the records returned.
+    pub record_bytes: u64,
+    /// Fragments with a valid checksum (or any, without checksums).
+    pub fragments: u64,
+    /// Trailer bytes skipped at block ends.
+    pub trailer_bytes: u64,
+    /// Bytes skipped because a block went on as zeros (preallocated space). LevelDB
+    /// skips these silently; they are counted here so the loss is visible.
+    pub zero_fill_bytes: u64,
+    /// Bytes reported as dropped through corruption reports.
+    pub dropped_bytes: u64,
+    /// Corruption reports made.
+    pub corruptions: u64,
+}
+
+/// Configures a [`LogDecoder`].
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use walcodec::{LogDecoder, Recovery};
+///
+/// let reports = Arc::new(Mutex::new(Vec::new()));
+/// let sink = reports.clone();
+/// let decoder = LogDecoder::builder()
+///     .recovery(Recovery::SkipCorrupted)
+///     .max_record_bytes(1 << 20)
+///     .on_corruption(move |c| sink.lock().unwrap().push(c.to_string()))
+///     .build();
+/// assert_eq!(decoder.offset(), 0);
+/// ```
+#[must_use]
+pub struct LogDecoderBuilder {
+    recovery: Recovery,
+    checksums: bool,
+    max_record_bytes: usize,
+    start_offset: u64,
+    end_offset: Option<u64>,
+    reporter: Option<Reporter>,
+}
+
+impl fmt::Debug for LogDecoderBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogDecoderBuilder")
+            .field("recovery", &self.recovery)
+            .field("checksums", &self.checksums)
+            .field("max_record_bytes", &self.max_record_bytes)
+            .field("start_offset", &self.start_offset)
+            .field("end_offset", &self.end_offset)
+            .field("reporter", &self.reporter.is_some())
+            .finish()
+    }
+}
+
+impl Default for LogDecoderBuilder {
+    fn default() -> Self {
+        LogDecoderBuilder {
+            recovery: Recovery::default(),
+            checksums: true,
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            start_offset: 0,
+            end_offset: None,
+            reporter: None,
+        }
+    }
+}
+
+impl LogDecoderBuilder {
+    /// How damage is handled (default [`Recovery::TolerateTail`]).
+    pub fn recovery(&mut self, recovery: Recovery) -> &mut Self {
+        self.recovery = recovery;
+        self
+    }
+
+    /// Whether fragment checksums are verified (default `true`; LevelDB's `checksum`).
+    pub fn checksums(&mut self, verify: bool) -> &mut Self {
+        self.checksums = verify;
+        self
+    }
+
+    /// The largest record the decoder will assemble (default 64 MiB). A larger one is
+    /// damage: an error, or in `SkipCorrupted` a report, never an unbounded allocation.
+    pub fn max_record_bytes(&mut self, max: usize) -> &mut Self {
+        self.max_record_bytes = max;
+        self
+    }
+
+    /// Return only records whose first fragment starts at or after `offset`.
+    ///
+    /// The bytes fed to the decoder must begin at [`block_start(offset)`](crate::block_start):
+    /// seek the source there. Fragments of a record that began earlier are skipped
+    /// silently.
+    pub fn start_offset(&mut self, offset: u64) -> &mut Self {
+        self.start_offset = offset;
+        self
+    }
+
+    /// Stop at the first record whose first fragment starts at or after `offset`; the
+    /// record that straddles `offset` is still read to its end. With
+    /// [`start_offset`](Self::start_offset) this reads one split `[start, end)` of a log.
+    pub fn end_offset(&mut self, offset: u64) -> &mut Self {
+        self.end_offset = Some(offset);
+        self
+    }
+
+    /// Called with every piece of the log the decoder drops. Without a reporter,
+    /// damage is still counted in [`LogDecoder::stats`].
+    ///
+    /// `build` hands the reporter to the decoder it builds; build again and the next
+    /// decoder has none.
+    pub fn on_corruption<F>(&mut self, reporter: F) -> &mut Self
+    where
+        F: FnMut(&Corruption) + Send + 'static,
+    {
+        self.reporter = Some(Box::new(reporter));
+        self
+    }
+
+    /// The configured decoder.
+    pub fn build(&mut self) -> LogDecoder {
+        let base = block_start(self.start_offset);
+        LogDecoder {
+            recovery: self.recovery,
+            checksums: self.checksums,
+            max_record_bytes: self.max_record_bytes,
+            start_offset: self.start_offset,
+            end_offset: self.end_offset.unwrap_or(u64::MAX),
+            reporter: self.reporter.take(),
+            offset: base,
+            skip: None,
+            assembly: Assembly::Idle,
+            resyncing: self.start_offset > 0,
+            flow: Flow::Reading,
+            last_record: None,
+            valid_end: self.start_offset,
+            incomplete_tail: false,
+            stats: DecodeStats::default(),
+        }
+    }
+
+    /// A [`FramedRead`] of `io` with the configured decoder.
+    pub fn new_read<R: AsyncRead>(&mut self, io: R) -> FramedRead<R, LogDecoder> {
+        FramedRead::new(io, self.build())
+    }
+}
+
+/// A record being put together from its fragments.
+enum Assembly {
+    Idle,
+    /// Fragments are held as views of the read buffer and copied once, at LAST.
+    Collecting {
+        start: u64,
+        fragments: Vec<Bytes>,
+        len: usize,
+    },
+    /// A record past `max_record_bytes`: its fragments are dropped as they come.
+    Discarding {
+        start: u64,
+        dropped: u64,
+    },
+}
+
+/// Bytes to pass over up to `until` (a block end).
+struct Skip {
+    until: u64,
+    why: SkipReason,
+}
+
+enum SkipReason {
+    Trailer,
+    ZeroFill,
+    /// Damage already reported at an EOF that the log has since grown past.
+    Reported,
+    /// Damage reported once the number of bytes dropped is known (LevelDB drops what
+    /// it holds of the block, which is less at EOF); `then` follows it.
+    Damage {
+        at: u64,
+        kind: CorruptionKind,
+        then: Option<Corruption>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Reading,
+    /// No more records: end of a split, or `PointInTime` stopped at `offset`.
+    Halted {
+        at: u64,
+    },
+    /// An error was returned; the stream is over.
+    Failed,
+}
+
+/// Decodes records from the LevelDB log format.
+///
+/// Use it with [`FramedRead`] over any [`AsyncRead`]: a file, a socket, a pipe. Each
+/// record comes out as [`Bytes`]; a record that fits in one fragment is a view of the
+/// read buffer (no copy), a fragmented one is copied once into its own buffer.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use bytes::BytesMut;
+/// use futures::TryStreamExt;
+/// use tokio_util::codec::FramedRead;
+/// use walcodec::{LogDecoder, LogEncoder};
+///
+/// let mut log = BytesMut::new();
+/// let mut encoder = LogEncoder::new();
+/// encoder.encode_record(b"hello", &mut log);
+/// encoder.encode_record(&vec![b'x'; 100_000], &mut log);
+///
+/// let records: Vec<_> = FramedRead::new(&log[..], LogDecoder::new()).try_collect().await?;
+/// assert_eq!(records[0], &b"hello"[..]);
+/// assert_eq!(records[1].len(), 100_000);
+/// # Ok(())
+/// # }
+/// ```
+pub struct LogDecoder {
+    recovery: Recovery,
+    checksums: bool,
+    max_record_bytes: usize,
+    start_offset: u64,
+    end_offset: u64,
+    reporter: Option<Reporter>,
+
+    /// Log offset of the first byte of the buffer handed to `decode`.
+    offset: u64,
+    skip: Option<Skip>,
+    assembly: Assembly,
+    /// Started past offset 0: fragments of a record begun earlier are skipped silently.
+    resyncing: bool,
+    flow: Flow,
+    last_record: Option<Position>,
+    valid_end: u64,
+    incomplete_tail: bool,
+    stats: DecodeStats,
+}
+
+impl fmt::Debug for LogDecoder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogDecoder")
+            .field("recovery", &self.recovery)
+            .field("checksums", &self.checksums)
+            .field("max_record_bytes", &self.max_record_bytes)
+            .field("offset", &self.offset)
+            .field("last_record", &self.last_record)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for LogDecoder {
+    fn default() -> Self {
+        LogDecoder::new()
+    }
+}
+
+impl LogDecoder {
+    /// A decoder with the defaults: [`Recovery::TolerateTail`], checksums on, records up
+    /// to 64 MiB, reading from offset 0.
+    pub fn new() -> LogDecoder {
+        LogDecoderBuilder::default().build()
+    }
+
+    /// A builder to configure a decoder.
+    pub fn builder() -> LogDecoderBuilder {
+        LogDecoderBuilder::default()
+    }
+
+    /// The log offset of the next byte the decoder expects: everything before it has
+    /// been consumed.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The offset of the first header of the record last returned (LevelDB's
+    /// `LastRecordOffset`); 0 before any record.
+    pub fn last_record_offset(&self) -> u64 {
+        self.last_record.map_or(0, |p| p.start)
+    }
+
+    /// Where the record last returned sits in the log.
+    pub fn last_record_position(&self) -> Option<Position> {
+        self.last_record
+    }
+
+    /// The end of the last complete record returned (or the start offset before any):
+    /// the length to truncate a log to before appending to it.
+    pub fn valid_prefix_len(&self) -> u64 {
+        self.valid_end
+    }
+
+    /// Whether the input ended inside a record (a torn tail). Known once the decoder
+    /// has seen EOF (`decode_eof`).
+    pub fn has_incomplete_tail(&self) -> bool {
+        self.incomplete_tail
+    }
+
+    /// Where `PointInTime` stopped, or where a split ended: `Some(offset)` of the
+    /// fragment at which the decoder stopped returning records.
+    pub fn halted_at(&self) -> Option<u64> {
+        match self.flow {
+            Flow::Halted { at } => Some(at),
+            _ => None,
+        }
+    }
+
+    /// Whether the decoder will return no more records (end of its split, a
+    /// `PointInTime` stop, or an error returned).
+    pub fn is_finished(&self) -> bool {
+        self.flow != Flow::Reading
+    }
+
+    /// The recovery mode in force.
+    pub fn recovery(&self) -> Recovery {
+        self.recovery
+    }
+
+    /// What the decoder has seen so far.
+    pub fn stats(&self) -> DecodeStats {
+        self.stats
+    }
+
+    fn consume(&mut self, src: &mut BytesMut, n: usize) {
+        src.advance(n);
+        self.offset += n as u64;
+    }
+
+    /// Handles one piece of damage according to the recovery mode.
+    fn corrupt(&mut self, corruption: Corruption) -> Result<(), Error> {
+        self.stats.corruptions += 1;
+        self.stats.dropped_bytes += corruption.bytes();
+        match self.recovery {
+            Recovery::SkipCorrupted => {
+                if let Some(report) = self.reporter.as_mut() {
+                    report(&corruption);
+                }
+                Ok(())
+            }
+            Recovery::PointInTime => {
+                if let Some(report) = self.reporter.as_mut() {
+                    report(&corruption);
+                }
+                if self.flow == Flow::Reading {
+                    self.flow = Flow::Halted {
+                        at: corruption.offset(),
+                    };
+                }
+                Ok(())
+            }
+            Recovery::TolerateTail | Recovery::AbsoluteConsistency => {
+                self.flow = Flow::Failed;
+                if corruption.kind() == CorruptionKind::RecordTooLarge {
+                    return Err(Error::RecordTooLarge {
+                        offset: corruption.offset(),
+                        size: corruption.bytes(),
+                        max: self.max_record_bytes,
+                    });
+                }
+                Err(corruption.into_error())
+            }
+        }
+    }
+
+    /// Drops an open record because a FULL or FIRST fragment arrived (LevelDB's
+    /// "partial record without end"; an empty FIRST is an old writer's quirk, silent).
+    fn interrupt_assembly(&mut self) -> Result<(), Error> {
+        match std::mem::replace(&mut self.assembly, Assembly::Idle) {
+            Assembly::Idle => Ok(()),
+            Assembly::Collecting { len: 0, .. } => Ok(()),
+            Assembly::Collecting { start, len, .. } => self.corrupt(Corruption::new(
+                start,
+                len as u64,
+                CorruptionKind::PartialRecordWithoutEnd,
+            )),
+            Assembly::Discarding { start, dropped } => self.corrupt(Corruption::new(
+                start,
+                dropped,
+                CorruptionKind::RecordTooLarge,
+            )),
+        }
+    }
+
+    /// Drops an open record because damage cut it (LevelDB's "error in middle of
+    /// record", reported even when the record held no bytes yet).
+    fn abandon_assembly(&mut self) -> Option<Corruption> {
+        match std::mem::replace(&mut self.assembly, Assembly::Idle) {
+            Assembly::Idle => None,
+            Assembly::Collecting { start, len, .. } => Some(Corruption::new(
+                start,
+                len as u64,
+                CorruptionKind::ErrorInMiddleOfRecord,
+            )),
+            Assembly::Discarding { start, dropped } => Some(Corruption::new(
+                start,
+                dropped,
+                CorruptionKind::RecordTooLarge,
+            )),
+        }
+    }
+
+    fn finish_record(&mut self, start: u64, record: Bytes) -> Bytes {
+        self.last_record = Some(Position {
+            start,
+            end: self.offset,
+        });
+        self.valid_end = self.offset;
+        self.stats.records += 1;
+        self.stats.record_bytes += record.len() as u64;
+        record
+    }
+
+    /// The input ran out before the next complete fragment.
+    fn need_more(&mut self, src: &BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
+        if !eof {
+            return Ok(None);
+        }
+        let (tail_start, open) = match &self.assembly {
+            Assembly::Idle => (self.offset, false),
+            Assembly::Collecting { start, .. } | Assembly::Discarding { start, .. } => {
+                (*start, true)
+            }
+        };
+        if src.is_empty() && !open {
+            return Ok(None);
+        }
+        // A torn tail: the writer died mid-write. Nothing is consumed, so a reader
+        // that later finds more bytes (a log being tailed) picks up where it was.
+        self.incomplete_tail = true;
+        if self.recovery == Recovery::AbsoluteConsistency && self.flow == Flow::Reading {
+            let bytes = self.offset + src.len() as u64 - tail_start;
+            return self
+                .corrupt(Corruption::new(
+                    tail_start,
+                    bytes,
+                    CorruptionKind::TruncatedTail,
+                ))
+                .map(|()| None);
+        }
+        Ok(None)
+    }
+
+    /// Passes over skipped bytes; returns false when the input ran out first.
+    fn run_skip(&mut self, src: &mut BytesMut, eof: bool) -> Result<bool, Error> {
+        let Some(skip) = self.skip.as_mut() else {
+            return Ok(true);
+        };
+        let wanted = (skip.until - self.offset) as usize;
+        let n = wanted.min(src.len());
+        match skip.why {
+            SkipReason::Trailer => self.stats.trailer_bytes += n as u64,
+            SkipReason::ZeroFill => self.stats.zero_fill_bytes += n as u64,
+            SkipReason::Damage { .. } | SkipReason::Reported => {}
+        }
+        if n < wanted {
+            let reported = std::mem::replace(&mut skip.why, SkipReason::Reported);
+            src.advance(n);
+            self.offset += n as u64;
+            match reported {
+                // EOF came first: LevelDB reports only the bytes it had. The skip
+                // stays armed in case the log grows (a tailed log).
+                SkipReason::Damage { at, kind, then } if eof => {
+                    self.report_damage(at, kind, then)?
+                }
+                other => self.skip.as_mut().expect("skip is set").why = other,
+            }
+            return Ok(false);
+        }
+        let skip = self.skip.take().expect("skip is set");
+        self.consume(src, n);
+        if let SkipReason::Damage { at, kind, then } = skip.why {
+            self.report_damage(at, kind, then)?;
+        }
+        Ok(true)
+    }
+
+    fn report_damage(
+        &mut self,
+        at: u64,
+        kind: CorruptionKind,
+        then: Option<Corruption>,
+    ) -> Result<(), Error> {
+        self.corrupt(Corruption::new(at, self.offset - at, kind))?;
+        if let Some(then) = then {
+            self.corrupt(then)?;
+        }
+        Ok(())
+    }
+
+    fn decode_inner(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
+        loop {
+            if self.flow != Flow::Reading {
+                // Nothing more will be returned; let the bytes go so a reader can
+                // drain its source without buffering it.
+                let n = src.len();
+                self.consume(src, n);
+                return Ok(None);
+            }
+            if !self.run_skip(src, eof)? {
+                return self.need_more(src, eof);
+            }
+            if self.flow != Flow::Reading {
+                continue;
+            }
+
+            let block_left = BLOCK_SIZE - (self.offset % BLOCK_SIZE as u64) as usize;
+            if block_left < HEADER_SIZE {
+                self.skip = Some(Skip {
+                    until: self.offset + block_left as u64,
+                    why: SkipReason::Trailer,
+                });
+                continue;
+            }
+            if src.len() < HEADER_SIZE {
+                return self.need_more(src, eof);
+            }
+
+            let fragment_offset = self.offset;
+            let stored_checksum = u32::from_le_bytes([src[0], src[1], src[2], src[3]]);
+            let length = u16::from_le_bytes([src[4], src[5]]) as usize;
+            let type_byte = src[6];
+
+            if type_byte == RecordType::Zero.as_u8() && length == 0 {
+                // Preallocated space: LevelDB skips the rest of the block silently.
+                self.skip = Some(Skip {
+                    until: self.offset + block_left as u64,
+                    why: SkipReason::ZeroFill,
+                });
+                if let Some(cut) = self.abandon_assembly() {
+                    self.corrupt(cut)?;
+                }
+                continue;
+            }
+
+            if HEADER_SIZE + length > block_left {
+                if src.len() < block_left {
+                    // Could be a torn write at EOF: decide once the block is complete.
+                    return self.need_more(src, eof);
+                }
+                self.consume(src, block_left);
+                self.corrupt(Corruption::new(
+                    fragment_offset,
+                    block_left as u64,
+                    CorruptionKind::BadRecordLength,
+                ))?;
+                if let Some(cut) = self.abandon_assembly() {
+                    self.corrupt(cut)?;
+                }
+                continue;
+            }
+
+            let fragment_len = HEADER_SIZE + length;
+            if src.len() < fragment_len {
+                return self.need_more(src, eof);
+            }
+
+            if self.checksums
+                && fragment_crc(type_byte, &src[HEADER_SIZE..fragment_len])
+                    != unmask(stored_checksum)
+            {
+                let then = self.abandon_assembly();
+                if self.recovery == Recovery::SkipCorrupted {
+                    self.skip = Some(Skip {
+                        until: self.offset + block_left as u64,
+                        why: SkipReason::Damage {
+                            at: fragment_offset,
+                            kind: CorruptionKind::ChecksumMismatch,
+                            then,
+                        },
+                    });
+                } else {
+                    self.corrupt(Corruption::new(
+                        fragment_offset,
+                        block_left as u64,
+                        CorruptionKind::ChecksumMismatch,
+                    ))?;
+                }
+                continue;
+            }
+
+            let mut fragment = src.split_to(fragment_len);
+            fragment.advance(HEADER_SIZE);
+            let payload = fragment.freeze();
+            self.offset += fragment_len as u64;
+            self.stats.fragments += 1;
+
+            if fragment_offset < self.start_offset {
+                continue;
+            }
+            let record_type = match RecordType::from_u8(type_byte) {
+                Some(RecordType::Zero) | None => None,
+                known => known,
+            };
+            if self.resyncing {
+                match record_type {
+                    Some(RecordType::Middle) | Some(RecordType::Last) => continue,
+                    Some(_) => self.resyncing = false,
+                    None => {}
+                }
+            }
+            if matches!(
+                record_type,
+                Some(RecordType::Full) | Some(RecordType::First)
+            ) && fragment_offset >= self.end_offset
+            {
+                self.assembly = Assembly::Idle;
+                self.flow = Flow::Halted {
+                    at: fragment_offset,
+                };
+                continue;
+            }
+
+            match record_type {
+                Some(RecordType::Full) => {
+                    self.interrupt_assembly()?;
+                    if self.flow != Flow::Reading {
+                        continue;
+                    }
+                    if payload.len() > self.max_record_bytes {
+                        self.corrupt(Corruption::new(
+                            fragment_offset,
+                            payload.len() as u64,
+                            CorruptionKind::RecordTooLarge,
+                        ))?;
+                        continue;
+                    }
+                    return Ok(Some(self.finish_record(fragment_offset, payload)));
+                }
+                Some(RecordType::First) => {
+                    self.interrupt_assembly()?;
+                    if self.flow != Flow::Reading {
+                        continue;
+                    }
+                    self.assembly = Assembly::Collecting {
+                        start: fragment_offset,
+                        len: payload.len(),
+                        fragments: vec![payload],
+                    };
+                    self.check_record_size()?;
+                }
+                Some(RecordType::Middle) | Some(RecordType::Last) => {
+                    let last = record_type == Some(RecordType::Last);
+                    match &mut self.assembly {
+                        Assembly::Idle => {
+                            self.corrupt(Corruption::new(
+                                fragment_offset,
+                                payload.len() as u64,
+                                CorruptionKind::MissingStart,
+                            ))?;
+                        }
+                        Assembly::Discarding { dropped, .. } => {
+                            *dropped += payload.len() as u64;
+                            if last {
+                                self.interrupt_assembly()?;
+                            }
+                        }
+                        Assembly::Collecting { fragments, len, .. } => {
+                            *len += payload.len();
+                            fragments.push(payload);
+                            self.check_record_size()?;
+                            if last {
+                                if let Assembly::Collecting {
+                                    start,
+                                    fragments,
+                                    len,
+                                } = std::mem::replace(&mut self.assembly, Assembly::Idle)
+                                {
+                                    let record = join(fragments, len);
+                                    return Ok(Some(self.finish_record(start, record)));
+                                }
+                            }
+                        }
+                    }
+                }
+                Some(RecordType::Zero) | None => {
+                    let held = match std::mem::replace(&mut self.assembly, Assembly::Idle) {
+                        Assembly::Idle => 0,
+                        Assembly::Collecting { len, .. } => len as u64,
+                        Assembly::Discarding { dropped, .. } => dropped,
+                    };
+                    self.corrupt(Corruption::new(
+                        fragment_offset,
+                        payload.len() as u64 + held,
+                        CorruptionKind::UnknownRecordType(type_byte),
+                    ))?;
+                }
+            }
+        }
+    }
+
+    /// Switches an open record that crossed `max_record_bytes` to discarding.
+    fn check_record_size(&mut self) -> Result<(), Error> {
+        if let Assembly::Collecting { start, len, .. } = self.assembly {
+            if len > self.max_record_bytes {
+                if self.recovery == Recovery::SkipCorrupted {
+                    // Reported once the record ends, with everything it dropped.
+                    self.assembly = Assembly::Discarding {
+                        start,
+                        dropped: len as u64,
+                    };
+                } else {
+                    self.assembly = Assembly::Idle;
+                    self.corrupt(Corruption::new(
+                        start,
+                        len as u64,
+                        CorruptionKind::RecordTooLarge,
+                    ))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Copies the fragments of a record into one buffer: the only copy a fragmented
+/// record costs.
+fn join(fragments: Vec<Bytes>, len: usize) -> Bytes {
+    if fragments.len() == 1 {
+        return fragments.into_iter().next().expect("one fragment");
+    }
+    let mut record = BytesMut::with_capacity(len);
+    for fragment in fragments {
+        record.extend_from_slice(&fragment);
+    }
+    record.freeze()
+}
+
+impl Decoder for LogDecoder {
+    type Item = Bytes;
+    type Error = Error;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, Error> {
+        self.decode_inner(src, false)
+    }
+
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, Error> {
+        self.decode_inner(src, true)
+    }
+}

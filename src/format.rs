@@ -1,0 +1,250 @@
+//! The LevelDB log format: block and header geometry, record types and the masked
+//! crc32c that protects every fragment.
+//!
+//! A log is a sequence of 32 KiB blocks. Each logical record is cut into one or more
+//! *fragments* (LevelDB calls them physical records), each with a 7-byte header:
+//!
+//! | bytes | field                                              |
+//! |-------|----------------------------------------------------|
+//! | 0..4  | masked crc32c of the type byte and the payload, LE |
+//! | 4..6  | payload length, u16 LE                              |
+//! | 6     | [`RecordType`]                                      |
+//!
+//! A fragment never starts in the last 6 bytes of a block: those bytes are a zero
+//! trailer and the next fragment starts at the next block.
+
+/// Size of one block of the log, in bytes.
+pub const BLOCK_SIZE: usize = 32 * 1024;
+
+/// Size of a fragment header, in bytes.
+pub const HEADER_SIZE: usize = 7;
+
+/// The largest payload a single fragment can carry (a fragment that fills a block).
+pub const MAX_FRAGMENT_PAYLOAD: usize = BLOCK_SIZE - HEADER_SIZE;
+
+/// The constant LevelDB adds to a rotated crc to mask it.
+const MASK_DELTA: u32 = 0xa282_ead8;
+
+/// The type byte of a fragment header.
+///
+/// A logical record is either one `Full` fragment or `First`, any number of `Middle`,
+/// and `Last`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RecordType {
+    /// Reserved for preallocated (zero-filled) space; never written by a writer.
+    Zero = 0,
+    /// A whole record in one fragment.
+    Full = 1,
+    /// The first fragment of a record that spans blocks.
+    First = 2,
+    /// An interior fragment of a record that spans blocks.
+    Middle = 3,
+    /// The final fragment of a record that spans blocks.
+    Last = 4,
+}
+
+impl RecordType {
+    /// The type for a header's type byte, or `None` for a byte LevelDB does not define.
+    pub const fn from_u8(byte: u8) -> Option<RecordType> {
+        match byte {
+            0 => Some(RecordType::Zero),
+            1 => Some(RecordType::Full),
+            2 => Some(RecordType::First),
+            3 => Some(RecordType::Middle),
+            4 => Some(RecordType::Last),
+            _ => None,
+        }
+    }
+
+    /// The type byte as written in a header.
+    pub const fn as_u8(self) -> u8 {
+        self as u8
+    }
+
+    /// The type a writer gives a fragment, by whether it begins and/or ends its record.
+    pub const fn for_fragment(begins_record: bool, ends_record: bool) -> RecordType {
+        match (begins_record, ends_record) {
+            (true, true) => RecordType::Full,
+            (true, false) => RecordType::First,
+            (false, false) => RecordType::Middle,
+            (false, true) => RecordType::Last,
+        }
+    }
+}
+
+/// Masks a crc the way LevelDB does before storing it.
+///
+/// Computing the crc of a string that itself contains embedded crcs is problematic,
+/// so stored crcs are rotated and offset.
+#[inline]
+pub const fn mask(crc: u32) -> u32 {
+    ((crc >> 15) | (crc << 17)).wrapping_add(MASK_DELTA)
+}
+
+/// Inverts [`mask`].
+#[inline]
+pub const fn unmask(masked: u32) -> u32 {
+    let rotated = masked.wrapping_sub(MASK_DELTA);
+    (rotated >> 17) | (rotated << 15)
+}
+
+/// crc32c of one byte, evaluated at compile time to build [`TYPE_CRC_SEEDS`].
+const fn crc32c_of_byte(byte: u8) -> u32 {
+    const POLY_REFLECTED: u32 = 0x82f6_3b78;
+    let mut crc = !0u32 ^ byte as u32;
+    let mut bit = 0;
+    while bit < 8 {
+        crc = if crc & 1 == 1 {
+            (crc >> 1) ^ POLY_REFLECTED
+        } else {
+            crc >> 1
+        };
+        bit += 1;
+    }
+    !crc
+}
+
+/// crc32c of each possible type byte: every fragment checksum starts with its type
+/// byte, so starting from these saves one crc call per fragment.
+const TYPE_CRC_SEEDS: [u32; 256] = {
+    let mut seeds = [0u32; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        seeds[byte] = crc32c_of_byte(byte as u8);
+        byte += 1;
+    }
+    seeds
+};
+
+/// The unmasked crc32c of a fragment: its type byte followed by its payload.
+#[inline]
+pub fn fragment_crc(type_byte: u8, payload: &[u8]) -> u32 {
+    crc32c::crc32c_append(TYPE_CRC_SEEDS[type_byte as usize], payload)
+}
+
+/// The masked checksum stored in the header of a fragment.
+#[inline]
+pub fn fragment_checksum(type_byte: u8, payload: &[u8]) -> u32 {
+    mask(fragment_crc(type_byte, payload))
+}
+
+/// Builds the 7-byte header of a fragment.
+#[inline]
+pub fn fragment_header(record_type: RecordType, payload: &[u8]) -> [u8; HEADER_SIZE] {
+    debug_assert!(payload.len() <= MAX_FRAGMENT_PAYLOAD);
+    let type_byte = record_type.as_u8();
+    let checksum = fragment_checksum(type_byte, payload).to_le_bytes();
+    let length = (payload.len() as u16).to_le_bytes();
+    [
+        checksum[0],
+        checksum[1],
+        checksum[2],
+        checksum[3],
+        length[0],
+        length[1],
+        type_byte,
+    ]
+}
+
+/// Where a reader must start to find the record at or after byte `offset`: the start
+/// of the block holding `offset`, or of the next block when `offset` falls in a
+/// block's last 6 bytes (where no fragment can start).
+///
+/// ```
+/// use walcodec::{block_start, BLOCK_SIZE};
+/// assert_eq!(block_start(0), 0);
+/// assert_eq!(block_start(20_015), 0);
+/// assert_eq!(block_start(BLOCK_SIZE as u64 + 1), BLOCK_SIZE as u64);
+/// assert_eq!(block_start(3 * BLOCK_SIZE as u64 - 3), 3 * BLOCK_SIZE as u64);
+/// ```
+pub const fn block_start(offset: u64) -> u64 {
+    let block = BLOCK_SIZE as u64;
+    let in_block = offset % block;
+    if block - in_block < HEADER_SIZE as u64 {
+        offset - in_block + block
+    } else {
+        offset - in_block
+    }
+}
+
+/// Where a record sits in a log: `start` is the offset of its first fragment's header
+/// (after any trailer padding that preceded it), `end` the offset just past its last
+/// byte. Offsets are logical file offsets, usable as checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Position {
+    /// Offset of the record's first header.
+    pub start: u64,
+    /// Offset just past the record's last payload byte.
+    pub end: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn crc32c_check_value() {
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
+    }
+
+    #[test]
+    fn seeds_match_the_crc_crate() {
+        for byte in 0..=255u8 {
+            assert_eq!(TYPE_CRC_SEEDS[byte as usize], crc32c::crc32c(&[byte]));
+            assert_eq!(
+                fragment_crc(byte, b"abc"),
+                crc32c::crc32c(&[byte, b'a', b'b', b'c'])
+            );
+        }
+    }
+
+    #[test]
+    fn mask_round_trips_and_changes_value() {
+        for crc in [0u32, 1, 0xe306_9283, u32::MAX, 0x8000_0000, 0x1234_5678] {
+            assert_ne!(mask(crc), crc);
+            assert_ne!(mask(mask(crc)), mask(crc));
+            assert_eq!(unmask(mask(crc)), crc);
+            assert_eq!(unmask(unmask(mask(mask(crc)))), crc);
+        }
+    }
+
+    #[test]
+    fn golden_headers() {
+        let cases: [(&[u8], RecordType, &str); 5] = [
+            (b"foo", RecordType::Full, "dd5fb37a030001"),
+            (b"", RecordType::Full, "052b2843000001"),
+            (b"bar", RecordType::Full, "baeaec44030001"),
+            (b"", RecordType::First, "6451d0e9000002"),
+            (b"y", RecordType::Last, "5b5822d6010004"),
+        ];
+        for (payload, record_type, expected) in cases {
+            assert_eq!(hex(&fragment_header(record_type, payload)), expected);
+        }
+    }
+
+    #[test]
+    fn record_types_round_trip() {
+        for byte in 0..=4u8 {
+            assert_eq!(RecordType::from_u8(byte).unwrap().as_u8(), byte);
+        }
+        assert_eq!(RecordType::from_u8(5), None);
+        assert_eq!(RecordType::for_fragment(true, true), RecordType::Full);
+        assert_eq!(RecordType::for_fragment(true, false), RecordType::First);
+        assert_eq!(RecordType::for_fragment(false, false), RecordType::Middle);
+        assert_eq!(RecordType::for_fragment(false, true), RecordType::Last);
+    }
+
+    #[test]
+    fn block_start_skips_trailer_zone() {
+        let b = BLOCK_SIZE as u64;
+        assert_eq!(block_start(b - 7), 0);
+        assert_eq!(block_start(b - 6), b);
+        assert_eq!(block_start(b - 1), b);
+        assert_eq!(block_start(b), b);
+    }
+}
