@@ -1,0 +1,305 @@
+//! Reading logs from files and streams: whole logs, splits of a log for parallel
+//! processing, and live logs that another task or process is still appending to.
+//!
+//! [`LogReader`] drives a [`LogDecoder`] over any [`AsyncRead`] and yields
+//! [`LogRecord`]s, each with its [`Position`]. Unlike a `FramedRead`, it stops reading
+//! as soon as the decoder is finished (the end of a split), and in follow mode
+//! ([`LogTailer`]) it waits at EOF for the log to grow instead of ending.
+//!
+//! A short read is never taken for EOF: only a read of zero bytes is.
+
+use std::future::Future;
+use std::io::SeekFrom;
+use std::ops::Range;
+use std::path::Path;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::Stream;
+use tokio::io::{AsyncRead, AsyncSeekExt};
+use tokio_util::codec::Decoder;
+use tokio_util::io::poll_read_buf;
+
+use crate::format::{block_start, Position, BLOCK_SIZE};
+use crate::{Error, LogDecoder, LogDecoderBuilder};
+
+/// One record of a log and where it sits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    /// Where the record sits in the log; `position.end` is a checkpoint: reading with
+    /// `start_offset(position.end)` resumes with the next record.
+    pub position: Position,
+    /// The record's payload.
+    pub data: Bytes,
+}
+
+/// The default wait between polls of a followed log that has no new bytes.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// A stream of [`LogRecord`]s decoded from an [`AsyncRead`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use bytes::BytesMut;
+/// use futures::TryStreamExt;
+/// use walcodec::{LogDecoder, LogEncoder, LogReader};
+///
+/// let mut log = BytesMut::new();
+/// let mut encoder = LogEncoder::new();
+/// for record in [&b"one"[..], b"two", b"three"] {
+///     encoder.encode_record(record, &mut log);
+/// }
+/// let records: Vec<_> = LogReader::new(&log[..], LogDecoder::new()).try_collect().await?;
+/// assert_eq!(records[1].data, &b"two"[..]);
+/// assert_eq!((records[1].position.start, records[1].position.end), (10, 20));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct LogReader<R> {
+    io: R,
+    buffer: BytesMut,
+    decoder: LogDecoder,
+    read_size: usize,
+    follow: Option<Duration>,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    eof: bool,
+    done: bool,
+}
+
+impl<R: AsyncRead + Unpin> LogReader<R> {
+    /// Reads the log in `io` with `decoder`, until EOF (or the decoder's end offset).
+    ///
+    /// `io` must start at the offset the decoder expects: 0, or
+    /// [`block_start`]`(start_offset)` for a decoder built with a start offset.
+    pub fn new(io: R, decoder: LogDecoder) -> LogReader<R> {
+        LogReader {
+            io,
+            buffer: BytesMut::new(),
+            decoder,
+            read_size: BLOCK_SIZE,
+            follow: None,
+            sleep: None,
+            eof: false,
+            done: false,
+        }
+    }
+
+    /// How many bytes to ask the source for at a time (default one block, 32 KiB).
+    pub fn with_read_size(mut self, bytes: usize) -> LogReader<R> {
+        self.read_size = bytes.max(1);
+        self
+    }
+
+    /// The decoder, for its offsets and statistics.
+    pub fn decoder(&self) -> &LogDecoder {
+        &self.decoder
+    }
+
+    /// The next record, `None` at the end of the log (or of the split).
+    pub async fn next_record(&mut self) -> Option<Result<LogRecord, Error>> {
+        futures::future::poll_fn(|cx| self.poll_record(cx)).await
+    }
+
+    /// Gives back the source and the decoder.
+    pub fn into_parts(self) -> (R, LogDecoder) {
+        (self.io, self.decoder)
+    }
+
+    fn poll_record(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<LogRecord, Error>>> {
+        loop {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            if let Some(sleep) = self.sleep.as_mut() {
+                ready!(sleep.as_mut().poll(cx));
+                self.sleep = None;
+            }
+            let decoded = if self.eof {
+                self.decoder.decode_eof(&mut self.buffer)
+            } else {
+                self.decoder.decode(&mut self.buffer)
+            };
+            match decoded {
+                Err(e) => {
+                    self.done = true;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Ok(Some(data)) => {
+                    let position = self
+                        .decoder
+                        .last_record_position()
+                        .expect("a returned record has a position");
+                    return Poll::Ready(Some(Ok(LogRecord { position, data })));
+                }
+                Ok(None) => {}
+            }
+            if self.eof || self.decoder.is_finished() {
+                self.done = true;
+                return Poll::Ready(None);
+            }
+            self.buffer.reserve(self.read_size);
+            let read = ready!(poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buffer));
+            match read {
+                Err(e) => {
+                    self.done = true;
+                    return Poll::Ready(Some(Err(Error::Io(e))));
+                }
+                Ok(0) => match self.follow {
+                    // A followed log may grow: keep partial records and look again.
+                    Some(interval) => self.sleep = Some(Box::pin(tokio::time::sleep(interval))),
+                    None => self.eof = true,
+                },
+                Ok(_) => {}
+            }
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> Stream for LogReader<R> {
+    type Item = Result<LogRecord, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_record(cx)
+    }
+}
+
+impl LogReader<tokio::fs::File> {
+    /// Opens the log at `path` and reads the records whose first fragment starts at or
+    /// after `start_offset` (0 for the whole log). The file is positioned at
+    /// [`block_start`]`(start_offset)` for the decoder `builder` builds.
+    pub async fn open_at(
+        path: impl AsRef<Path>,
+        start_offset: u64,
+        builder: &mut LogDecoderBuilder,
+    ) -> Result<LogReader<tokio::fs::File>, Error> {
+        let mut file = tokio::fs::File::open(path).await?;
+        file.seek(SeekFrom::Start(block_start(start_offset)))
+            .await?;
+        Ok(LogReader::new(
+            file,
+            builder.start_offset(start_offset).build(),
+        ))
+    }
+
+    /// Opens one split of the log at `path`: the records whose first fragment starts
+    /// in `range`. Reading goes past `range.end` only to finish the last record, so
+    /// the splits of any partition of a log yield every record exactly once.
+    pub async fn open_range(
+        path: impl AsRef<Path>,
+        range: Range<u64>,
+        builder: &mut LogDecoderBuilder,
+    ) -> Result<LogReader<tokio::fs::File>, Error> {
+        builder.end_offset(range.end);
+        LogReader::open_at(path, range.start, builder).await
+    }
+}
+
+/// Cuts `[0, len)` into `parts` contiguous ranges of nearly equal size, for
+/// [`LogReader::open_range`]. Any partition works; this one is simply even.
+pub fn split_ranges(len: u64, parts: usize) -> Vec<Range<u64>> {
+    let parts = parts.max(1) as u64;
+    (0..parts)
+        .map(|i| (len * i / parts)..(len * (i + 1) / parts))
+        .collect()
+}
+
+/// Follows a log that is still being written: yields each record once it is complete
+/// and waits for more at EOF, polling every `poll_interval`.
+///
+/// Partial records at EOF are kept, not dropped or reported: an in-progress write is
+/// never mistaken for damage. The stream ends only on an error or at the decoder's
+/// end offset; drop it to stop following.
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use futures::StreamExt;
+/// use walcodec::LogTailer;
+///
+/// let mut tail = LogTailer::open("events.log").await?;
+/// while let Some(record) = tail.next().await {
+///     let record = record?;
+///     println!("{}: {} bytes", record.position.start, record.data.len());
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct LogTailer<R> {
+    reader: LogReader<R>,
+}
+
+impl<R: AsyncRead + Unpin> LogTailer<R> {
+    /// Follows the log in `io`, read with `decoder`.
+    pub fn new(io: R, decoder: LogDecoder) -> LogTailer<R> {
+        let mut reader = LogReader::new(io, decoder);
+        reader.follow = Some(DEFAULT_POLL_INTERVAL);
+        LogTailer { reader }
+    }
+
+    /// How long to wait before looking for new bytes after reaching EOF (default 50 ms).
+    pub fn with_poll_interval(mut self, interval: Duration) -> LogTailer<R> {
+        self.reader.follow = Some(interval);
+        self
+    }
+
+    /// The decoder, for its offsets and statistics.
+    pub fn decoder(&self) -> &LogDecoder {
+        self.reader.decoder()
+    }
+
+    /// The next complete record; waits for the log to grow.
+    pub async fn next_record(&mut self) -> Option<Result<LogRecord, Error>> {
+        self.reader.next_record().await
+    }
+}
+
+impl LogTailer<tokio::fs::File> {
+    /// Follows the log at `path` from its start.
+    pub async fn open(path: impl AsRef<Path>) -> Result<LogTailer<tokio::fs::File>, Error> {
+        LogTailer::open_at(path, 0, &mut LogDecoder::builder()).await
+    }
+
+    /// Follows the log at `path` from the first record at or after `start_offset`.
+    pub async fn open_at(
+        path: impl AsRef<Path>,
+        start_offset: u64,
+        builder: &mut LogDecoderBuilder,
+    ) -> Result<LogTailer<tokio::fs::File>, Error> {
+        let reader = LogReader::open_at(path, start_offset, builder).await?;
+        let (file, decoder) = reader.into_parts();
+        Ok(LogTailer::new(file, decoder))
+    }
+}
+
+impl<R: AsyncRead + Unpin> Stream for LogTailer<R> {
+    type Item = Result<LogRecord, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().reader.poll_record(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_ranges_partition() {
+        for len in [0u64, 1, 7, 100_000, 1 << 40] {
+            for parts in 1..9 {
+                let ranges = split_ranges(len, parts);
+                assert_eq!(ranges.len(), parts);
+                assert_eq!(ranges[0].start, 0);
+                assert_eq!(ranges.last().unwrap().end, len);
+                for pair in ranges.windows(2) {
+                    assert_eq!(pair[0].end, pair[1].start);
+                }
+            }
+        }
+    }
+}
