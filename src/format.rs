@@ -79,14 +79,14 @@ impl RecordType {
 /// so stored crcs are rotated and offset.
 #[inline]
 pub const fn mask(crc: u32) -> u32 {
-    ((crc >> 15) | (crc << 17)).wrapping_add(MASK_DELTA)
+    crc.rotate_right(15).wrapping_add(MASK_DELTA)
 }
 
 /// Inverts [`mask`].
 #[inline]
 pub const fn unmask(masked: u32) -> u32 {
     let rotated = masked.wrapping_sub(MASK_DELTA);
-    (rotated >> 17) | (rotated << 15)
+    rotated.rotate_left(15)
 }
 
 /// crc32c of one byte, evaluated at compile time to build [`TYPE_CRC_SEEDS`].
