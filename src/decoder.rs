@@ -391,6 +391,10 @@ impl LogDecoder {
 
     /// Handles one piece of damage according to the recovery mode.
     fn corrupt(&mut self, corruption: Corruption) -> Result<(), Error> {
+        if self.flow != Flow::Reading {
+            // Stopped already (PointInTime or a split's end): later damage is not ours.
+            return Ok(());
+        }
         self.stats.corruptions += 1;
         self.stats.dropped_bytes += corruption.bytes();
         match self.recovery {
@@ -404,11 +408,9 @@ impl LogDecoder {
                 if let Some(report) = self.reporter.as_mut() {
                     report(&corruption);
                 }
-                if self.flow == Flow::Reading {
-                    self.flow = Flow::Halted {
-                        at: corruption.offset(),
-                    };
-                }
+                self.flow = Flow::Halted {
+                    at: corruption.offset(),
+                };
                 Ok(())
             }
             Recovery::TolerateTail | Recovery::AbsoluteConsistency => {
@@ -722,14 +724,23 @@ impl LogDecoder {
                             fragments.push(payload);
                             self.check_record_size()?;
                             if last {
-                                if let Assembly::Collecting {
-                                    start,
-                                    fragments,
-                                    len,
-                                } = std::mem::replace(&mut self.assembly, Assembly::Idle)
-                                {
-                                    let record = join(fragments, len);
-                                    return Ok(Some(self.finish_record(start, record)));
+                                match std::mem::replace(&mut self.assembly, Assembly::Idle) {
+                                    Assembly::Collecting {
+                                        start,
+                                        fragments,
+                                        len,
+                                    } => {
+                                        let record = join(fragments, len);
+                                        return Ok(Some(self.finish_record(start, record)));
+                                    }
+                                    Assembly::Discarding { start, dropped } => {
+                                        self.corrupt(Corruption::new(
+                                            start,
+                                            dropped,
+                                            CorruptionKind::RecordTooLarge,
+                                        ))?;
+                                    }
+                                    Assembly::Idle => {}
                                 }
                             }
                         }

@@ -4,13 +4,22 @@
 use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
-use walcodec::{block_start, Corruption, LogDecoder, LogEncoder, LogReader, BLOCK_SIZE, HEADER_SIZE};
+use walcodec::{
+    block_start, Corruption, LogDecoder, LogEncoder, LogReader, BLOCK_SIZE, HEADER_SIZE,
+};
 
 const B: u64 = BLOCK_SIZE as u64;
 const H: u64 = HEADER_SIZE as u64;
 
 /// LevelDB's initial-offset log: six records of these sizes, record i filled with 'a' + i.
-const SIZES: [usize; 6] = [10000, 10000, 2 * BLOCK_SIZE - 1000, 1, 13716, BLOCK_SIZE - HEADER_SIZE];
+const SIZES: [usize; 6] = [
+    10000,
+    10000,
+    2 * BLOCK_SIZE - 1000,
+    1,
+    13716,
+    BLOCK_SIZE - HEADER_SIZE,
+];
 
 /// Where each record's first header sits, as LevelDB's test spells them out.
 fn expected_offsets() -> [u64; 6] {
@@ -54,7 +63,10 @@ async fn check_initial_offset_record(start: u64, first_index: usize) {
         .map(|i| (SIZES[i], expected_offsets()[i], b'a' + i as u8))
         .collect();
     assert_eq!(records, expected, "start offset {start}");
-    assert!(reports.is_empty(), "start offset {start}: false corruption {reports:?}");
+    assert!(
+        reports.is_empty(),
+        "start offset {start}: false corruption {reports:?}"
+    );
 }
 
 async fn check_offset_past_end_returns_no_records(past_end: u64) {
@@ -160,7 +172,10 @@ async fn every_start_offset_finds_the_next_record() {
     }
     for start in starts {
         let (records, reports) = read_from(&log, start).await;
-        let first = offsets.iter().position(|&o| o >= start).unwrap_or(SIZES.len());
+        let first = offsets
+            .iter()
+            .position(|&o| o >= start)
+            .unwrap_or(SIZES.len());
         assert_eq!(records.len(), SIZES.len() - first, "start {start}");
         assert!(reports.is_empty(), "start {start}: {reports:?}");
     }
