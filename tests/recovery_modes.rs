@@ -14,7 +14,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use walcodec::format::{fragment_checksum, Position};
 use walcodec::{CorruptionKind, Error, LogDecoder, LogEncoder, LogReader, Recovery};
 
@@ -94,7 +94,7 @@ async fn read(log: &[u8], recovery: Recovery) -> Outcome {
             Ok(record) => {
                 let index = all
                     .iter()
-                    .position(|r| Bytes::from(r.clone()) == record.data)
+                    .position(|r| r[..] == record.data[..])
                     .expect("every record returned was written");
                 returned.push(index);
             }
