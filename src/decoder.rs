@@ -811,3 +811,47 @@ impl Decoder for LogDecoder {
         self.decode_inner(src, true)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LogEncoder;
+
+    /// A FULL record is a view of the read buffer; a fragmented one is one new buffer.
+    #[test]
+    fn full_records_are_not_copied() {
+        let mut log = BytesMut::new();
+        let mut encoder = LogEncoder::new();
+        encoder.encode_record(&[1u8; 1000], &mut log);
+        encoder.encode_record(&[2u8; 40_000], &mut log);
+        let base = log.as_ptr() as usize;
+        let end = base + log.len();
+        let mut decoder = LogDecoder::new();
+        let full = decoder.decode(&mut log).unwrap().unwrap();
+        let at = full.as_ptr() as usize;
+        assert!(at >= base && at + full.len() <= end, "FULL record was copied");
+        let fragmented = decoder.decode(&mut log).unwrap().unwrap();
+        let at = fragmented.as_ptr() as usize;
+        assert!(at + fragmented.len() <= base || at >= end);
+        assert_eq!(fragmented.len(), 40_000);
+    }
+
+    /// The decoder never asks for more than a block to make progress.
+    #[test]
+    fn waits_with_less_than_a_block() {
+        let mut log = BytesMut::new();
+        LogEncoder::new().encode_record(&[9u8; 100_000], &mut log);
+        let mut decoder = LogDecoder::new();
+        let mut src = BytesMut::new();
+        let mut records = 0;
+        for chunk in log.chunks(1000) {
+            src.extend_from_slice(chunk);
+            while let Some(record) = decoder.decode(&mut src).unwrap() {
+                assert_eq!(record.len(), 100_000);
+                records += 1;
+            }
+            assert!(src.len() < BLOCK_SIZE);
+        }
+        assert_eq!(records, 1);
+    }
+}
