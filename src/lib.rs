@@ -42,6 +42,7 @@ mod encoder;
 mod error;
 pub mod format;
 mod reader;
+pub mod recordio;
 
 pub use codec::LogCodec;
 pub use decoder::{DecodeStats, LogDecoder, LogDecoderBuilder, Recovery, DEFAULT_MAX_RECORD_BYTES};
@@ -49,3 +50,4 @@ pub use encoder::LogEncoder;
 pub use error::{Corruption, CorruptionKind, Error};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
+pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
