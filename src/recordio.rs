@@ -508,26 +508,42 @@ impl RecordIoCodec {
     }
 
     fn encode_record(&self, record: &[u8], dst: &mut BytesMut) {
-        let mut digits = [0; MAX_LENGTH_DIGITS];
-        let header = format_length(record.len() as u64, &mut digits);
-        dst.reserve(header.len() + 1 + record.len());
+        let mut buf = [0; MAX_HEADER_BYTES];
+        let header = format_header(record.len() as u64, &mut buf);
+        dst.reserve(header.len() + record.len());
         dst.put_slice(header);
-        dst.put_u8(b'\n');
         dst.put_slice(record);
     }
 }
 
-/// `len` in ASCII decimal, written at the end of `buf`.
-fn format_length(mut len: u64, buf: &mut [u8; MAX_LENGTH_DIGITS]) -> &[u8] {
-    let mut start = buf.len();
-    loop {
-        start -= 1;
-        buf[start] = b'0' + (len % 10) as u8;
-        len /= 10;
-        if len == 0 {
-            return &buf[start..];
-        }
+/// `"00" "01" .. "99"`: two digits per division keeps the dependency chain short
+/// for the small lengths most records have.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
+
+/// `len` in ASCII decimal followed by `\n`, written at the end of `buf`.
+fn format_header(mut len: u64, buf: &mut [u8; MAX_HEADER_BYTES]) -> &[u8] {
+    let mut start = buf.len() - 1;
+    buf[start] = b'\n';
+    while len >= 100 {
+        let pair = (len % 100) as usize * 2;
+        len /= 100;
+        start -= 2;
+        buf[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
     }
+    if len >= 10 {
+        let pair = len as usize * 2;
+        start -= 2;
+        buf[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
+        start -= 1;
+        buf[start] = b'0' + len as u8;
+    }
+    &buf[start..]
 }
 
 impl Decoder for RecordIoCodec {
@@ -640,10 +656,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lengths_format_as_plain_decimal() {
-        let mut buf = [0; MAX_LENGTH_DIGITS];
-        for n in [0, 1, 9, 10, 99, 100, 4096, u64::MAX] {
-            assert_eq!(format_length(n, &mut buf), n.to_string().as_bytes());
+    fn headers_format_as_plain_decimal_and_newline() {
+        let mut buf = [0; MAX_HEADER_BYTES];
+        let mut lengths = vec![0, u64::MAX, u64::MAX / 10, 10u64.pow(19)];
+        for digits in 1..20 {
+            let p = 10u64.pow(digits);
+            lengths.extend([p - 1, p, p + 1, p * 7 / 3]);
+        }
+        for n in lengths {
+            assert_eq!(format_header(n, &mut buf), format!("{n}\n").as_bytes());
         }
     }
 
