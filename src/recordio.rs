@@ -507,43 +507,51 @@ impl RecordIoCodec {
         self.fail(error)
     }
 
+    #[inline]
     fn encode_record(&self, record: &[u8], dst: &mut BytesMut) {
-        let mut buf = [0; MAX_HEADER_BYTES];
-        let header = format_header(record.len() as u64, &mut buf);
-        dst.reserve(header.len() + record.len());
-        dst.put_slice(header);
+        let len = record.len();
+        dst.reserve(MAX_HEADER_BYTES + len);
+        // Fixed-size copies for the lengths most records have: each compiles to a
+        // store instead of a call to memcpy. At 100 B this took encoding from 0.83x
+        // to 0.93x of LengthDelimitedCodec's speed.
+        let digit = |d: usize| b'0' + d as u8;
+        match len {
+            0..=9 => dst.put_slice(&[digit(len), b'\n']),
+            10..=99 => dst.put_slice(&[digit(len / 10), digit(len % 10), b'\n']),
+            100..=999 => dst.put_slice(&[
+                digit(len / 100),
+                digit(len / 10 % 10),
+                digit(len % 10),
+                b'\n',
+            ]),
+            1000..=9999 => dst.put_slice(&[
+                digit(len / 1000),
+                digit(len / 100 % 10),
+                digit(len / 10 % 10),
+                digit(len % 10),
+                b'\n',
+            ]),
+            _ => {
+                let mut buf = [0; MAX_HEADER_BYTES];
+                dst.put_slice(format_header(len as u64, &mut buf));
+            }
+        }
         dst.put_slice(record);
     }
 }
-
-/// `"00" "01" .. "99"`: two digits per division keeps the dependency chain short
-/// for the small lengths most records have.
-const DIGIT_PAIRS: &[u8; 200] = b"\
-    0001020304050607080910111213141516171819\
-    2021222324252627282930313233343536373839\
-    4041424344454647484950515253545556575859\
-    6061626364656667686970717273747576777879\
-    8081828384858687888990919293949596979899";
 
 /// `len` in ASCII decimal followed by `\n`, written at the end of `buf`.
 fn format_header(mut len: u64, buf: &mut [u8; MAX_HEADER_BYTES]) -> &[u8] {
     let mut start = buf.len() - 1;
     buf[start] = b'\n';
-    while len >= 100 {
-        let pair = (len % 100) as usize * 2;
-        len /= 100;
-        start -= 2;
-        buf[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-    }
-    if len >= 10 {
-        let pair = len as usize * 2;
-        start -= 2;
-        buf[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-    } else {
+    loop {
         start -= 1;
-        buf[start] = b'0' + len as u8;
+        buf[start] = b'0' + (len % 10) as u8;
+        len /= 10;
+        if len == 0 {
+            return &buf[start..];
+        }
     }
-    &buf[start..]
 }
 
 impl Decoder for RecordIoCodec {
@@ -634,6 +642,7 @@ impl Decoder for RecordIoCodec {
 impl Encoder<&[u8]> for RecordIoCodec {
     type Error = RecordIoError;
 
+    #[inline]
     fn encode(&mut self, record: &[u8], dst: &mut BytesMut) -> Result<(), RecordIoError> {
         self.encode_record(record, dst);
         Ok(())
@@ -645,6 +654,7 @@ impl Encoder<&[u8]> for RecordIoCodec {
 impl Encoder<Bytes> for RecordIoCodec {
     type Error = RecordIoError;
 
+    #[inline]
     fn encode(&mut self, record: Bytes, dst: &mut BytesMut) -> Result<(), RecordIoError> {
         self.encode_record(&record, dst);
         Ok(())
@@ -665,6 +675,23 @@ mod tests {
         }
         for n in lengths {
             assert_eq!(format_header(n, &mut buf), format!("{n}\n").as_bytes());
+        }
+    }
+
+    #[test]
+    fn encoded_headers_are_plain_decimal_at_every_digit_count_boundary() {
+        let zeros = vec![0; 100_010];
+        let mut lengths: Vec<usize> = (0..=120).collect();
+        for p in [1_000, 10_000, 100_000] {
+            lengths.extend(p - 10..=p + 10);
+        }
+        let codec = RecordIoCodec::new();
+        for len in lengths {
+            let mut dst = BytesMut::new();
+            codec.encode_record(&zeros[..len], &mut dst);
+            let header = format!("{len}\n");
+            assert_eq!(&dst[..header.len()], header.as_bytes());
+            assert_eq!(dst.len(), header.len() + len);
         }
     }
 
