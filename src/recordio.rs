@@ -127,9 +127,9 @@ pub enum RecordIoError {
         header: String,
     },
 
-    /// A byte other than an ASCII digit in the length: a sign, `0x`, a space, or a
-    /// `\r` in strict mode.
-    #[error("non-digit byte {} in record header at offset {offset}: \"{header}\"", escape(&[*.byte]))]
+    /// A byte other than an ASCII digit in the length: a sign, `0x`, a space, a `\r`
+    /// in strict mode, or in lenient mode a `\r` not followed by `\n`.
+    #[error("non-digit byte '{}' in record header at offset {offset}: \"{header}\"", escape(&[*.byte]))]
     NonDigit {
         /// Stream offset of the header.
         offset: u64,

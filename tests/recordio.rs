@@ -536,7 +536,7 @@ async fn an_error_ends_the_framed_stream() {
 fn error_messages_are_lowercase_with_offset_and_header() {
     let cases: [(&[u8], &str); 6] = [
         (b"\n", "empty record header at offset 0: \"\\n\""),
-        (b"-1\n", "non-digit byte - in record header at offset 0: \"-\""),
+        (b"-1\n", "non-digit byte '-' in record header at offset 0: \"-\""),
         (
             b"111111111111111111111",
             "record header at offset 0 has more than 20 digits: \"111111111111111111111\"",
