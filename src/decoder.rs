@@ -829,7 +829,10 @@ mod tests {
         let mut decoder = LogDecoder::new();
         let full = decoder.decode(&mut log).unwrap().unwrap();
         let at = full.as_ptr() as usize;
-        assert!(at >= base && at + full.len() <= end, "FULL record was copied");
+        assert!(
+            at >= base && at + full.len() <= end,
+            "FULL record was copied"
+        );
         let fragmented = decoder.decode(&mut log).unwrap().unwrap();
         let at = fragmented.as_ptr() as usize;
         assert!(at + fragmented.len() <= base || at >= end);

@@ -22,7 +22,7 @@
 //! ```
 //!
 //! The format: a log is a sequence of 32 KiB blocks; each record is cut into
-//! fragments with a 7-byte header (masked crc32c, length, type). See [`format`].
+//! fragments with a 7-byte header (masked crc32c, length, type). See [`format`](mod@format).
 //!
 //! Design goal: byte-identical output to LevelDB's writer, and a reader that takes
 //! any chunking of the bytes (files, sockets, pipes), bounds every allocation, and
