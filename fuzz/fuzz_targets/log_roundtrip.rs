@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
         .chunks(2)
         .enumerate()
         .map(|(i, pair)| {
-            let len = u16::from_le_bytes([pair[0], pair[1]]) as usize * 3;
+            let len = u16::from_le_bytes([pair[0], pair[1]]) as usize;
             (0..len).map(|j| (i * 131 + j * 7) as u8).collect()
         })
         .collect();
