@@ -461,6 +461,77 @@ impl AsyncRead for ChunkedReader {
     }
 }
 
+/// Hands out its bytes in the chunks it was given, with `Pending` before each one.
+#[derive(Debug)]
+pub struct ScriptedReader {
+    chunks: std::collections::VecDeque<Bytes>,
+    pending_next: bool,
+}
+
+impl ScriptedReader {
+    /// A reader of `data` cut at `cuts` (ascending offsets into `data`).
+    pub fn new(data: &[u8], cuts: &[usize]) -> ScriptedReader {
+        let data = Bytes::copy_from_slice(data);
+        let mut chunks = std::collections::VecDeque::new();
+        let mut from = 0;
+        for &cut in cuts.iter().chain(std::iter::once(&data.len())) {
+            if cut > from {
+                chunks.push_back(data.slice(from..cut));
+                from = cut;
+            }
+        }
+        ScriptedReader {
+            chunks,
+            pending_next: true,
+        }
+    }
+}
+
+impl AsyncRead for ScriptedReader {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.pending_next {
+            this.pending_next = false;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        if let Some(chunk) = this.chunks.front_mut() {
+            let n = chunk.len().min(buf.remaining());
+            buf.put_slice(&chunk.split_to(n));
+            if chunk.is_empty() {
+                this.chunks.pop_front();
+                this.pending_next = true;
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Runs a decoder in a `FramedRead` over `reader`.
+pub fn decode_reader<R: AsyncRead + Unpin>(reader: R, config: Config) -> Outcome {
+    let (decoder, reports) = config.build();
+    let mut framed = FramedRead::new(reader, decoder);
+    let mut records = Vec::new();
+    let mut error = None;
+    futures::executor::block_on(async {
+        while let Some(item) = framed.next().await {
+            match item {
+                Ok(record) => records.push(record),
+                Err(e) => error = Some(e.to_string()),
+            }
+        }
+    });
+    Outcome {
+        records,
+        reports: take_reports(&reports),
+        error,
+    }
+}
+
 /// Accepts at most a random number of bytes per write, returning `Pending` between
 /// writes at random.
 #[derive(Debug)]
