@@ -346,3 +346,81 @@ fn unknown_type_inside_a_fragmented_record_drops_what_was_held() {
     assert_eq!(out.record_vecs(), [b"after".to_vec()]);
     check_other_modes(&t.dest, &out, false);
 }
+
+/// A bad length in the last block of a log that ends on a block boundary: LevelDB has
+/// not seen EOF yet (its last read was a full block), so this is damage, not a torn
+/// tail.
+#[test]
+fn bad_length_in_a_full_last_block_is_reported() {
+    let mut t = LogTest::new();
+    t.write(b"foo");
+    t.write(&big_string("bar", BLOCK_SIZE - 10 - HEADER_SIZE));
+    assert_eq!(t.written_bytes(), BLOCK_SIZE);
+    t.increment_byte(10 + 4, 1);
+    let out = read_like_leveldb(&t.dest);
+    assert_eq!(out.record_vecs(), [b"foo".to_vec()]);
+    assert_eq!(out.message(), "bad record length");
+    assert_eq!(out.dropped(), (BLOCK_SIZE - 10) as u64);
+    check_other_modes(&t.dest, &out, false);
+}
+
+/// The same bad length with one byte less of log: now the block is short, so it is
+/// a torn tail.
+#[test]
+fn bad_length_in_a_short_last_block_is_a_torn_tail() {
+    let mut t = LogTest::new();
+    t.write(b"foo");
+    t.write(&big_string("bar", BLOCK_SIZE - 10 - HEADER_SIZE));
+    t.increment_byte(10 + 4, 1);
+    t.shrink_size(1);
+    let out = read_like_leveldb(&t.dest);
+    assert_eq!(out.record_vecs(), [b"foo".to_vec()]);
+    assert_eq!(out.reports, []);
+    check_other_modes(&t.dest, &out, true);
+}
+
+/// A source that fails after handing out part of the log.
+struct FailingReader {
+    data: Vec<u8>,
+    pos: usize,
+}
+
+impl tokio::io::AsyncRead for FailingReader {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.pos == self.data.len() {
+            return std::task::Poll::Ready(Err(std::io::Error::other("disk on fire")));
+        }
+        let n = 5.min(self.data.len() - self.pos).min(buf.remaining());
+        let pos = self.pos;
+        buf.put_slice(&self.data[pos..pos + n]);
+        self.pos += n;
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// LevelDB `ReadError` has no equivalent in a stream of records: the read error ends
+/// the stream as `Error::Io`, after every record read before it.
+#[test]
+fn read_error_ends_the_stream_after_the_records_before_it() {
+    use futures::StreamExt;
+    let mut t = LogTest::new();
+    t.write(b"foo");
+    t.write(b"bar");
+    let data = t.dest[..t.dest.len() - 1].to_vec();
+    let mut framed = tokio_util::codec::FramedRead::new(
+        FailingReader { data, pos: 0 },
+        walcodec::LogDecoder::new(),
+    );
+    futures::executor::block_on(async {
+        assert_eq!(framed.next().await.unwrap().unwrap(), &b"foo"[..]);
+        match framed.next().await {
+            Some(Err(walcodec::Error::Io(e))) => assert_eq!(e.to_string(), "disk on fire"),
+            other => panic!("expected an i/o error, got {other:?}"),
+        }
+        assert!(framed.next().await.is_none());
+    });
+}
