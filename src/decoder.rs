@@ -612,11 +612,13 @@ impl LogDecoder {
                 self.consume(src, n);
                 return Ok(None);
             }
-            if !self.run_skip(src, eof)? {
-                return self.need_more(src, eof);
-            }
-            if self.flow != Flow::Reading {
-                continue;
+            if self.skip.is_some() {
+                if !self.run_skip(src, eof)? {
+                    return self.need_more(src, eof);
+                }
+                if self.flow != Flow::Reading {
+                    continue;
+                }
             }
 
             let block_left = BLOCK_SIZE - (self.offset % BLOCK_SIZE as u64) as usize;
@@ -694,9 +696,8 @@ impl LogDecoder {
                 continue;
             }
 
-            let mut fragment = src.split_to(fragment_len);
-            fragment.advance(HEADER_SIZE);
-            let payload = fragment.freeze();
+            src.advance(HEADER_SIZE);
+            let payload = src.split_to(length).freeze();
             self.offset += fragment_len as u64;
             self.stats.fragments += 1;
 
@@ -728,9 +729,11 @@ impl LogDecoder {
 
             match record_type {
                 Some(RecordType::Full) => {
-                    self.interrupt_assembly()?;
-                    if self.flow != Flow::Reading {
-                        continue;
+                    if !matches!(self.assembly, Assembly::Idle) {
+                        self.interrupt_assembly()?;
+                        if self.flow != Flow::Reading {
+                            continue;
+                        }
                     }
                     if payload.len() > self.max_record_bytes {
                         self.corrupt(Corruption::new(
