@@ -167,31 +167,39 @@ CODEC_SERIES = [
     ("encode_hidane", "hidane-core encode", "#d62728", None),
     ("decode_hidane", "hidane-core decode", "#ff7f0e", None),
 ]
+CODEC_CRC_FAST_SERIES = [
+    ("encode_walcodec", "walcodec encode, crc-fast feature", "#1f77b4", "9,3"),
+    ("decode_walcodec", "walcodec decode, crc-fast feature", "#2ca02c", "9,3"),
+]
 
 APPEND_SERIES = [
     ("bound_write", "bound: one write per record", "#000000", "6,4"),
     ("walcodec_encode_write", "walcodec encode + write", "#1f77b4", None),
     ("commitlog", "commitlog append_msg", "#9467bd", None),
 ]
+APPEND_CRC_FAST_SERIES = [
+    ("walcodec_encode_write", "walcodec encode + write, crc-fast", "#1f77b4", "9,3"),
+]
 
 
-def panel(results, prefix, series, title, x0, width, height):
-    """One log-log panel; returns its SVG elements."""
+def panel(series, prefix, title, x0, width, height):
+    """One log-log panel of `series` (results, function, label, colour, dash); returns
+    its SVG elements."""
     points = {}
-    for function, *_ in series:
+    for results, function, label, *_ in series:
         line = []
         for i, size in enumerate(SIZES):
             value = rate(results, f"{prefix}/{size}", function)
             if value:
                 line.append((i, value / 1e9))
         if line:
-            points[function] = line
+            points[label] = line
     if not points:
         return []
     values = [v for line in points.values() for _, v in line]
     low = 10 ** math.floor(math.log10(min(values)))
     high = 10 ** math.ceil(math.log10(max(values)))
-    left, right, top, bottom = x0 + 64, x0 + width - 16, 40, height - 150
+    left, right, top, bottom = x0 + 64, x0 + width - 30, 40, height - 200
     def x(i):
         return left + (right - left) * i / (len(SIZES) - 1)
     def y(v):
@@ -241,8 +249,8 @@ def panel(results, prefix, series, title, x0, width, height):
         'text-anchor="middle" font-size="12">GB/s of record bytes (log scale)</text>'
     )
     legend_y = bottom + 58
-    for function, label, color, dash in series:
-        line = points.get(function)
+    for _, _, label, color, dash in series:
+        line = points.get(label)
         if not line:
             continue
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
@@ -264,11 +272,15 @@ def panel(results, prefix, series, title, x0, width, height):
     return out
 
 
-def svg(results):
-    width, height = 480, 480
+def svg(results, crc_fast):
+    width, height = 480, 580
+    def with_results(results, series):
+        return [(results, *s) for s in series] if results else []
+    codec = with_results(results, CODEC_SERIES) + with_results(crc_fast, CODEC_CRC_FAST_SERIES)
+    append = with_results(results, APPEND_SERIES) + with_results(crc_fast, APPEND_CRC_FAST_SERIES)
     panels = [
-        panel(results, "codec", CODEC_SERIES, "Codec, in memory", 0, width, height),
-        panel(results, "append", APPEND_SERIES, "Appends to a file (not synced)", 0, width, height),
+        panel(codec, "codec", "Codec, in memory", 0, width, height),
+        panel(append, "append", "Appends to a file (not synced)", 0, width, height),
     ]
     panels = [p for p in panels if p]
     if not panels:
@@ -291,6 +303,14 @@ def svg(results):
     )
 
 
+def tables(results):
+    lines = codec_tables(results)
+    appends = append_table(results)
+    if lines and appends:
+        lines.append("")
+    return lines + appends
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     default = (
@@ -299,18 +319,24 @@ def main():
         else Path("benches/peers/target/criterion")
     )
     parser.add_argument("--criterion", type=Path, default=default)
+    parser.add_argument(
+        "--crc-fast",
+        type=Path,
+        help="criterion results of a run with --features crc-fast (CRITERION_HOME)",
+    )
     parser.add_argument("--svg", type=Path, default=Path("docs/throughput.svg"))
     args = parser.parse_args()
-    if not args.criterion.is_dir():
-        sys.exit(f"no criterion results in {args.criterion}: run the peer benches first")
+    for directory in filter(None, [args.criterion, args.crc_fast]):
+        if not directory.is_dir():
+            sys.exit(f"no criterion results in {directory}: run the peer benches first")
     results = load(args.criterion)
-    lines = codec_tables(results)
-    appends = append_table(results)
-    if lines and appends:
-        lines.append("")
-    lines += appends
+    crc_fast = load(args.crc_fast) if args.crc_fast else None
+    lines = tables(results)
+    if crc_fast:
+        lines += ["", "With `--features crc-fast` (its own run, same bounds):", ""]
+        lines += tables(crc_fast)
     print("\n".join(lines))
-    drawing = svg(results)
+    drawing = svg(results, crc_fast)
     if drawing:
         args.svg.parent.mkdir(parents=True, exist_ok=True)
         args.svg.write_text(drawing)
