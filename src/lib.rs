@@ -41,6 +41,7 @@ mod decoder;
 mod encoder;
 mod error;
 pub mod format;
+pub mod physical;
 mod reader;
 
 pub use codec::LogCodec;
