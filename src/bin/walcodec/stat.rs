@@ -113,7 +113,7 @@ fn bucket_label(bucket: usize) -> String {
         1 => "1".to_string(),
         _ => {
             let low = 1u64 << (bucket - 1);
-            let high = low.saturating_mul(2) - 1;
+            let high = low | (low - 1);
             format!("{low}..={high}")
         }
     }
@@ -228,7 +228,7 @@ mod tests {
         assert_eq!(
             text,
             format!(
-                "     0 2 {}\n     1 0\n  2..=3 0\n  4..=7 4 {bar}\n",
+                "      0 2 {}\n      1 0\n  2..=3 0\n  4..=7 4 {bar}\n",
                 "#".repeat(20)
             )
         );
