@@ -492,6 +492,47 @@ mod tests {
         );
     }
 
+    /// What the decoder counts, from the walk: the two must read bytes alike. The
+    /// last value is whether the walk ends torn (the decoder then has an incomplete
+    /// tail; it may also have one the walk cannot see, a FIRST with no LAST).
+    fn decoder_counts_from_walk(log: &[u8]) -> (u64, u64, u64, bool) {
+        let (mut fragments, mut trailer, mut zero_fill, mut torn) = (0, 0, 0, false);
+        for chunk in Chunks::new(log, 0) {
+            match chunk {
+                Chunk::Fragment {
+                    checksum_ok: true, ..
+                } => fragments += 1,
+                Chunk::Trailer { .. } => trailer += chunk.len(),
+                Chunk::ZeroFill { .. } => zero_fill += chunk.len(),
+                Chunk::Torn { .. } => torn = true,
+                _ => {}
+            }
+        }
+        (fragments, trailer, zero_fill, torn)
+    }
+
+    fn decoder_counts(log: &[u8]) -> (u64, u64, u64, bool) {
+        use tokio_util::codec::Decoder;
+        let mut decoder = crate::LogDecoder::builder()
+            .recovery(crate::Recovery::SkipCorrupted)
+            .build();
+        let mut buffer = BytesMut::from(log);
+        while let Some(_record) = decoder.decode_eof(&mut buffer).unwrap() {}
+        let stats = decoder.stats();
+        (
+            stats.fragments,
+            stats.trailer_bytes,
+            stats.zero_fill_bytes,
+            decoder.has_incomplete_tail(),
+        )
+    }
+
+    fn assert_walk_agrees_with_decoder(log: &[u8]) {
+        let (walk, decoded) = (decoder_counts_from_walk(log), decoder_counts(log));
+        assert_eq!((walk.0, walk.1, walk.2), (decoded.0, decoded.1, decoded.2));
+        assert!(!walk.3 || decoded.3, "a torn walk is an incomplete tail");
+    }
+
     proptest! {
         #[test]
         fn any_bytes_are_tiled_without_panic(
@@ -520,6 +561,25 @@ mod tests {
                 by_block.extend(layout(block, (i * BLOCK_SIZE) as u64));
             }
             prop_assert_eq!(by_block, layout(log, 0));
+            assert_walk_agrees_with_decoder(log);
+        }
+
+        #[test]
+        fn walk_and_decoder_agree_on_zero_filled_and_trailing_logs(
+            lens in proptest::collection::vec(0usize..40_000, 1..6),
+            zeros in proptest::collection::vec((any::<prop::sample::Index>(), 1usize..40_000), 0..3),
+            tail_zeros in 0usize..70_000,
+        ) {
+            let records: Vec<Vec<u8>> = lens.iter().map(|&n| vec![n as u8 | 1; n]).collect();
+            let mut log = encode(&records);
+            for (at, len) in zeros {
+                let at = at.index(log.len());
+                let end = (at + len).min(log.len());
+                log[at..end].fill(0);
+            }
+            log.resize(log.len() + tail_zeros, 0);
+            assert_tiles(&log, 0);
+            assert_walk_agrees_with_decoder(&log);
         }
     }
 }
