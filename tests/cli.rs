@@ -791,3 +791,21 @@ fn a_closed_stdout_ends_quietly() {
     assert_eq!(code(&output), 0);
     assert_eq!(stderr(&output), "");
 }
+
+#[test]
+fn record_size_is_bounded_and_the_bound_can_be_raised() {
+    let log = data("writers/single-97270/000001.log");
+    let bounded = run(&["verify", "--max-record-bytes", "65536", path_str(&log)]);
+    assert_eq!(code(&bounded), 1);
+    assert!(stdout(&bounded).starts_with("offset 0: dropping 97270 bytes; record too large\n"));
+    let raised = run(&[
+        "--max-record-bytes",
+        "97270",
+        "dump",
+        "--format",
+        "hex",
+        path_str(&log),
+    ]);
+    assert_eq!(code(&raised), 0);
+    assert!(stdout(&raised).starts_with("0 97270 "));
+}

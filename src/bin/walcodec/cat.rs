@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use clap::ValueEnum;
 
 use crate::common::{
-    finish, hex_into, open_reader, progress_bar, read_status, stdout, Failure, RecoveryArg, Status,
+    finish, hex_into, open_reader, progress_bar, read_status, stdout, Failure, Limits, RecoveryArg,
+    Status,
 };
 
 #[derive(Debug, clap::Args)]
@@ -42,8 +43,8 @@ enum To {
     Hex,
 }
 
-pub(crate) async fn run(args: Args) -> Result<Status, Failure> {
-    let (mut reader, len) = open_reader(&args.file, args.recovery, args.start).await?;
+pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
+    let (mut reader, len) = open_reader(&args.file, args.recovery, args.start, limits).await?;
     let progress = progress_bar(len);
     let mut out = stdout();
     let mut line = Vec::new();

@@ -8,7 +8,10 @@ use std::path::Path;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::io::AsyncSeekExt;
-use walcodec::{block_start, Corruption, CorruptionKind, LogDecoder, LogReader, Recovery};
+use walcodec::{
+    block_start, Corruption, CorruptionKind, LogDecoder, LogReader, Recovery,
+    DEFAULT_MAX_RECORD_BYTES,
+};
 
 /// What a command found in a log; maps to the exit status documented in `--help`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -105,6 +108,15 @@ fn io_message(error: &io::Error) -> String {
     }
 }
 
+/// Bounds that apply to every command.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub(crate) struct Limits {
+    /// The largest record read or written. A larger one in a log is reported as damage
+    /// ("record too large"); it bounds the memory a damaged or hostile log can take.
+    #[arg(long, global = true, value_name = "BYTES", default_value_t = DEFAULT_MAX_RECORD_BYTES)]
+    pub(crate) max_record_bytes: usize,
+}
+
 /// How a reading command treats damage (RocksDB's WAL recovery modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum RecoveryArg {
@@ -174,11 +186,17 @@ pub(crate) fn parse_hex(line: &[u8]) -> Option<Vec<u8>> {
 
 /// A decoder in `recovery` mode for the records at or after `start`, that prints
 /// each piece of damage on stderr as it is found, prefixed with the file name.
-pub(crate) fn stderr_decoder(path: &Path, recovery: RecoveryArg, start: u64) -> LogDecoder {
+pub(crate) fn stderr_decoder(
+    path: &Path,
+    recovery: RecoveryArg,
+    start: u64,
+    limits: Limits,
+) -> LogDecoder {
     let name = path.display().to_string();
     LogDecoder::builder()
         .recovery(recovery.into())
         .start_offset(start)
+        .max_record_bytes(limits.max_record_bytes)
         .on_corruption(move |c: &Corruption| eprintln!("walcodec: {name}: {c}"))
         .build()
 }
@@ -220,6 +238,7 @@ pub(crate) async fn open_reader(
     path: &Path,
     recovery: RecoveryArg,
     start: u64,
+    limits: Limits,
 ) -> Result<(LogReader<tokio::fs::File>, u64), Failure> {
     let len = std::fs::metadata(path)
         .map_err(|e| Failure::io(path, e))?
@@ -231,7 +250,7 @@ pub(crate) async fn open_reader(
         .await
         .map_err(|e| Failure::io(path, e))?;
     // Large reads: each read of a tokio file is a round trip to a blocking thread.
-    let decoder = stderr_decoder(path, recovery, start);
+    let decoder = stderr_decoder(path, recovery, start, limits);
     Ok((LogReader::new(file, decoder).with_read_size(READ_SIZE), len))
 }
 

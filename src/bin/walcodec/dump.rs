@@ -17,7 +17,8 @@ use clap::ValueEnum;
 use walcodec::LogRecord;
 
 use crate::common::{
-    escape_into, finish, hex_into, open_reader, read_status, stdout, Failure, RecoveryArg, Status,
+    escape_into, finish, hex_into, open_reader, read_status, stdout, Failure, Limits, RecoveryArg,
+    Status,
 };
 
 #[derive(Debug, clap::Args)]
@@ -74,11 +75,11 @@ pub(crate) fn format_record(record: &LogRecord, format: Format, line: &mut Vec<u
     line.push(b'\n');
 }
 
-pub(crate) async fn run(args: Args) -> Result<Status, Failure> {
+pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     if args.physical {
-        return crate::physical::dump(&args.file, args.start);
+        return crate::physical::dump(&args.file, args.start, limits);
     }
-    let (mut reader, len) = open_reader(&args.file, args.recovery, args.start).await?;
+    let (mut reader, len) = open_reader(&args.file, args.recovery, args.start, limits).await?;
     let progress = crate::common::progress_bar(len);
     let mut out = stdout();
     let mut line = Vec::new();

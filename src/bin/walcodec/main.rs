@@ -20,7 +20,7 @@ mod tail;
 mod verify;
 mod write;
 
-use common::{Failure, Status};
+use common::{Failure, Limits, Status};
 
 const EXIT_STATUS: &str = "\
 Exit status:
@@ -36,6 +36,8 @@ Exit status:
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    limits: Limits,
 }
 
 #[derive(Debug, Subcommand)]
@@ -64,15 +66,15 @@ enum Command {
     Tail(tail::Args),
 }
 
-async fn run(command: Command) -> Result<Status, Failure> {
+async fn run(command: Command, limits: Limits) -> Result<Status, Failure> {
     match command {
-        Command::Dump(args) => dump::run(args).await,
-        Command::Verify(args) => verify::run(args),
-        Command::Stat(args) => stat::run(args),
-        Command::Repair(args) => repair::run(args).await,
-        Command::Cat(args) => cat::run(args).await,
-        Command::Write(args) => write::run(args),
-        Command::Tail(args) => tail::run(args).await,
+        Command::Dump(args) => dump::run(args, limits).await,
+        Command::Verify(args) => verify::run(args, limits),
+        Command::Stat(args) => stat::run(args, limits),
+        Command::Repair(args) => repair::run(args, limits).await,
+        Command::Cat(args) => cat::run(args, limits).await,
+        Command::Write(args) => write::run(args, limits),
+        Command::Tail(args) => tail::run(args, limits).await,
     }
 }
 
@@ -89,7 +91,7 @@ fn main() -> ExitCode {
             return ExitCode::from(Status::ERROR_CODE);
         }
     };
-    match runtime.block_on(run(cli.command)) {
+    match runtime.block_on(run(cli.command, cli.limits)) {
         Ok(status) => ExitCode::from(status.code()),
         // A reader that stopped early (`walcodec dump LOG | head`) is not an error.
         Err(failure) if failure.is_broken_pipe() => ExitCode::SUCCESS,

@@ -17,7 +17,7 @@ use std::path::Path;
 use walcodec::physical::Chunk;
 use walcodec::{RecordType, BLOCK_SIZE, HEADER_SIZE};
 
-use crate::common::{finish, stdout, Failure, Status};
+use crate::common::{finish, stdout, Failure, Limits, Status};
 use crate::scan::{scan, Visitor};
 
 /// The name of a fragment type, as in `chunks.txt`.
@@ -156,12 +156,12 @@ impl<W: Write> Visitor for Printer<W> {
 }
 
 /// Prints the physical layout of `path` from the block holding `start`.
-pub(crate) fn dump(path: &Path, start: u64) -> Result<Status, Failure> {
+pub(crate) fn dump(path: &Path, start: u64, limits: Limits) -> Result<Status, Failure> {
     let mut printer = Printer {
         out: stdout(),
         status: Status::Clean,
     };
-    let end = scan(path, start, false, &mut printer)?;
+    let end = scan(path, start, false, limits, &mut printer)?;
     writeln!(printer.out, "size {}", end.file_len)?;
     finish(printer.out)?;
     Ok(printer.status)

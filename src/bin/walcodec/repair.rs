@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use bytes::BytesMut;
 use walcodec::LogEncoder;
 
-use crate::common::{open_reader, progress_bar, Failure, RecoveryArg, Status};
+use crate::common::{open_reader, progress_bar, Failure, Limits, RecoveryArg, Status};
 use crate::scan::{scan, Visitor};
 use crate::write::sync_parent;
 
@@ -37,10 +37,10 @@ pub(crate) struct Args {
     dry_run: bool,
 }
 
-pub(crate) async fn run(args: Args) -> Result<Status, Failure> {
+pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     match &args.salvage {
-        Some(out) => salvage(&args.file, out).await,
-        None => truncate(&args.file, args.dry_run),
+        Some(out) => salvage(&args.file, out, limits).await,
+        None => truncate(&args.file, args.dry_run, limits),
     }
 }
 
@@ -59,10 +59,10 @@ struct Tail {
 /// Built on the decoder's own account of the tail (`valid_prefix_len`), so it agrees
 /// with what any reader of this crate returns: everything past `valid_len` is bytes
 /// that produced no record (a torn fragment, an unfinished fragmented record, zeros).
-fn scan_tail(path: &Path) -> Result<Tail, Failure> {
+fn scan_tail(path: &Path, limits: Limits) -> Result<Tail, Failure> {
     struct Nothing;
     impl Visitor for Nothing {}
-    let end = scan(path, 0, true, &mut Nothing)?;
+    let end = scan(path, 0, true, limits, &mut Nothing)?;
     Ok(Tail {
         valid_len: end.valid_prefix_len,
         file_len: end.file_len,
@@ -70,8 +70,8 @@ fn scan_tail(path: &Path) -> Result<Tail, Failure> {
     })
 }
 
-fn truncate(path: &Path, dry_run: bool) -> Result<Status, Failure> {
-    let tail = scan_tail(path)?;
+fn truncate(path: &Path, dry_run: bool, limits: Limits) -> Result<Status, Failure> {
+    let tail = scan_tail(path, limits)?;
     let name = path.display();
     if tail.corruptions > 0 {
         eprintln!(
@@ -113,8 +113,8 @@ fn truncate_durably(path: &Path, len: u64) -> io::Result<()> {
 /// Bytes of encoded log gathered before a write to OUT.
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
-async fn salvage(path: &Path, out_path: &Path) -> Result<Status, Failure> {
-    let (mut reader, len) = open_reader(path, RecoveryArg::SkipCorrupted, 0).await?;
+async fn salvage(path: &Path, out_path: &Path, limits: Limits) -> Result<Status, Failure> {
+    let (mut reader, len) = open_reader(path, RecoveryArg::SkipCorrupted, 0, limits).await?;
     let mut out = OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -12,7 +12,7 @@ use tokio_util::codec::Decoder;
 use walcodec::physical::{Chunk, Chunks};
 use walcodec::{block_start, Corruption, DecodeStats, LogDecoder, Position, Recovery};
 
-use crate::common::{progress_bar, Failure, READ_SIZE};
+use crate::common::{progress_bar, Failure, Limits, READ_SIZE};
 
 /// What a command does with each thing the pass finds. Chunks of a block come before
 /// the records and reports the decoder makes from it.
@@ -47,6 +47,7 @@ pub(crate) fn scan(
     path: &Path,
     start: u64,
     decode: bool,
+    limits: Limits,
     visitor: &mut dyn Visitor,
 ) -> Result<ScanEnd, Failure> {
     let io_error = |e| Failure::io(path, e);
@@ -60,6 +61,7 @@ pub(crate) fn scan(
     let mut decoder = LogDecoder::builder()
         .recovery(Recovery::SkipCorrupted)
         .start_offset(start)
+        .max_record_bytes(limits.max_record_bytes)
         .on_corruption(move |c: &Corruption| sink.lock().expect("not poisoned").push(c.clone()))
         .build();
     let mut pass = Pass {

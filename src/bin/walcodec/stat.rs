@@ -23,7 +23,7 @@ use bytes::Bytes;
 use walcodec::physical::Chunk;
 use walcodec::{Position, BLOCK_SIZE, HEADER_SIZE};
 
-use crate::common::{finish, stdout, Failure, Status};
+use crate::common::{finish, stdout, Failure, Limits, Status};
 use crate::scan::{scan, Visitor};
 
 #[derive(Debug, clap::Args)]
@@ -119,9 +119,9 @@ fn bucket_label(bucket: usize) -> String {
     }
 }
 
-pub(crate) fn run(args: Args) -> Result<Status, Failure> {
+pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let mut counts = Counts::default();
-    let end = scan(&args.file, 0, true, &mut counts)?;
+    let end = scan(&args.file, 0, true, limits, &mut counts)?;
     let stats = end.stats;
     let mut out = stdout();
 

@@ -14,7 +14,9 @@ use std::time::Duration;
 use tokio::io::AsyncSeekExt;
 use walcodec::LogTailer;
 
-use crate::common::{finish, open_reader, read_status, stdout, Failure, RecoveryArg, Status};
+use crate::common::{
+    finish, open_reader, read_status, stdout, Failure, Limits, RecoveryArg, Status,
+};
 use crate::dump::{format_record, Format};
 
 #[derive(Debug, clap::Args)]
@@ -38,9 +40,9 @@ pub(crate) struct Args {
     recovery: RecoveryArg,
 }
 
-pub(crate) async fn run(args: Args) -> Result<Status, Failure> {
+pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let path = &args.file;
-    let (mut reader, _) = open_reader(path, args.recovery, 0).await?;
+    let (mut reader, _) = open_reader(path, args.recovery, 0, limits).await?;
     let mut last = VecDeque::with_capacity(args.records.min(1 << 16));
     let mut error = None;
     while let Some(record) = reader.next_record().await {

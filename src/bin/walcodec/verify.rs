@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use walcodec::physical::Chunk;
 use walcodec::Corruption;
 
-use crate::common::{finish, stdout, Failure, Status};
+use crate::common::{finish, stdout, Failure, Limits, Status};
 use crate::scan::{scan, Visitor};
 
 #[derive(Debug, clap::Args)]
@@ -58,13 +58,13 @@ impl<W: Write> Visitor for Checker<W> {
     }
 }
 
-pub(crate) fn run(args: Args) -> Result<Status, Failure> {
+pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let mut checker = Checker {
         out: stdout(),
         hidden: 0,
         hidden_bytes: 0,
     };
-    let end = scan(&args.file, 0, true, &mut checker)?;
+    let end = scan(&args.file, 0, true, limits, &mut checker)?;
     let stats = end.stats;
     let corruptions = stats.corruptions + checker.hidden;
     let status = Status::judge(corruptions, end.incomplete_tail);

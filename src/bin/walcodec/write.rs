@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 
 use bytes::BytesMut;
 use clap::ValueEnum;
-use walcodec::{LogEncoder, DEFAULT_MAX_RECORD_BYTES};
+use walcodec::LogEncoder;
 
-use crate::common::{parse_hex, Failure, Status};
+use crate::common::{parse_hex, Failure, Limits, Status};
 use crate::scan::{scan, Visitor};
 
 #[derive(Debug, clap::Args)]
@@ -32,9 +32,6 @@ pub(crate) struct Args {
     /// Append to OUT if it exists (its tail must be clean) instead of refusing it.
     #[arg(long)]
     append: bool,
-    /// The largest record accepted; the default is what readers accept by default.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_RECORD_BYTES)]
-    max_record_bytes: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -48,10 +45,10 @@ enum From {
 /// Bytes of encoded log gathered before a write to the file.
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
-pub(crate) fn run(args: Args) -> Result<Status, Failure> {
+pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let path = &args.out;
     let existing_len = if args.append && path.exists() {
-        match check_tail(path)? {
+        match check_tail(path, limits)? {
             Ok(len) => Some(len),
             Err(status) => return Ok(status),
         }
@@ -71,7 +68,7 @@ pub(crate) fn run(args: Args) -> Result<Status, Failure> {
     })?;
 
     let stdin = io::stdin().lock();
-    let written = copy_records(stdin, &args, &mut file, existing_len.unwrap_or(0));
+    let written = copy_records(stdin, &args, limits, &mut file, existing_len.unwrap_or(0));
     if let Err(failure) = written {
         // Leave OUT as it was: bad input must not leave half a log behind.
         match existing_len {
@@ -94,10 +91,10 @@ pub(crate) fn run(args: Args) -> Result<Status, Failure> {
 
 /// Checks that the log at `path` can be appended to: no damage, and nothing after its
 /// last complete record. `Ok(len)` to append at `len`, `Err(status)` once explained.
-fn check_tail(path: &Path) -> Result<Result<u64, Status>, Failure> {
+fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failure> {
     struct Nothing;
     impl Visitor for Nothing {}
-    let end = scan(path, 0, true, &mut Nothing)?;
+    let end = scan(path, 0, true, limits, &mut Nothing)?;
     if end.stats.corruptions > 0 {
         eprintln!(
             "walcodec: {}: refusing to append: the log is corrupt ({} corruptions; see `walcodec verify`)",
@@ -122,6 +119,7 @@ fn check_tail(path: &Path) -> Result<Result<u64, Status>, Failure> {
 fn copy_records(
     mut input: impl BufRead,
     args: &Args,
+    limits: Limits,
     file: &mut File,
     len: u64,
 ) -> Result<(), Failure> {
@@ -130,7 +128,7 @@ fn copy_records(
     let mut pending = BytesMut::with_capacity(WRITE_CHUNK_BYTES);
     let mut line = Vec::new();
     let mut line_number = 0u64;
-    let max = args.max_record_bytes;
+    let max = limits.max_record_bytes;
     // The longest line a record within the limit makes: the record (twice as long in
     // hex), "\r" and "\n". A line cut at this length without its "\n" is too long.
     let line_limit = match args.from {
