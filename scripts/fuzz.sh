@@ -8,14 +8,6 @@ seconds=${1:-60}
 
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 
-seed() {
-  local target=$1; shift
-  mkdir -p "fuzz/corpus/$target"
-  for f in "$@"; do
-    [ -f "$f" ] && cp "$f" "fuzz/corpus/$target/$(basename "$(dirname "$f")")-$(basename "$f")"
-  done
-  return 0
-}
 # log_decoder takes one byte of chunk-count then chunk sizes; a zero byte means
 # "whole": prefix each vector with it so the seed is the log itself.
 mkdir -p fuzz/corpus/log_decoder
@@ -24,7 +16,7 @@ for f in tests/data/writers/*/000001.log tests/data/leveldb-db/wal/000003.log; d
   [ "$(stat -c %s "$f")" -le 200000 ] || continue
   { printf '\x00'; cat "$f"; } > "fuzz/corpus/log_decoder/$(basename "$(dirname "$f")").log"
 done
-seed recordio tests/data/recordio/*.rio
+mkdir -p fuzz/corpus/recordio && printf '\x003\nfoo0\n5\nhello' > fuzz/corpus/recordio/seed
 
 for target in $(cargo +nightly fuzz list); do
   echo "== $target: ${seconds}s"

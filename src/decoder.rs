@@ -209,17 +209,59 @@ impl LogDecoderBuilder {
 /// A record being put together from its fragments.
 enum Assembly {
     Idle,
-    /// Fragments are held as views of the read buffer and copied once, at LAST.
     Collecting {
         start: u64,
-        fragments: Vec<Bytes>,
-        len: usize,
+        parts: Parts,
     },
     /// A record past `max_record_bytes`: its fragments are dropped as they come.
     Discarding {
         start: u64,
         dropped: u64,
     },
+}
+
+/// Fragments smaller than this are copied as they arrive rather than held as views
+/// of the read buffer: a view pins the whole buffer it lies in, so many tiny
+/// fragments could pin far more memory than the record's size.
+const MIN_VIEW_FRAGMENT: usize = 4096;
+
+/// The payload of an open record: large fragments as views of the read buffer, runs
+/// of small ones copied together. Joined with one copy at LAST, so memory held stays
+/// within the record's size (plus the buffers at its two ends).
+#[derive(Default)]
+struct Parts {
+    views: Vec<Bytes>,
+    small: BytesMut,
+    len: usize,
+}
+
+impl Parts {
+    fn push(&mut self, fragment: Bytes) {
+        self.len += fragment.len();
+        if fragment.len() >= MIN_VIEW_FRAGMENT {
+            if !self.small.is_empty() {
+                self.views.push(self.small.split().freeze());
+            }
+            self.views.push(fragment);
+        } else {
+            self.small.extend_from_slice(&fragment);
+        }
+    }
+
+    /// The record: the one copy a fragmented record costs (none if it is one view).
+    fn join(mut self) -> Bytes {
+        if !self.small.is_empty() {
+            self.views.push(self.small.freeze());
+        }
+        if self.views.len() == 1 {
+            return self.views.pop().expect("one part");
+        }
+        let mut record = BytesMut::with_capacity(self.len);
+        for part in self.views {
+            record.extend_from_slice(&part);
+        }
+        record.freeze()
+    }
 }
 
 /// Bytes to pass over up to `until` (a block end).
@@ -432,10 +474,10 @@ impl LogDecoder {
     fn interrupt_assembly(&mut self) -> Result<(), Error> {
         match std::mem::replace(&mut self.assembly, Assembly::Idle) {
             Assembly::Idle => Ok(()),
-            Assembly::Collecting { len: 0, .. } => Ok(()),
-            Assembly::Collecting { start, len, .. } => self.corrupt(Corruption::new(
+            Assembly::Collecting { parts, .. } if parts.len == 0 => Ok(()),
+            Assembly::Collecting { start, parts } => self.corrupt(Corruption::new(
                 start,
-                len as u64,
+                parts.len as u64,
                 CorruptionKind::PartialRecordWithoutEnd,
             )),
             Assembly::Discarding { start, dropped } => self.corrupt(Corruption::new(
@@ -451,9 +493,9 @@ impl LogDecoder {
     fn abandon_assembly(&mut self) -> Option<Corruption> {
         match std::mem::replace(&mut self.assembly, Assembly::Idle) {
             Assembly::Idle => None,
-            Assembly::Collecting { start, len, .. } => Some(Corruption::new(
+            Assembly::Collecting { start, parts } => Some(Corruption::new(
                 start,
-                len as u64,
+                parts.len as u64,
                 CorruptionKind::ErrorInMiddleOfRecord,
             )),
             Assembly::Discarding { start, dropped } => Some(Corruption::new(
@@ -492,6 +534,15 @@ impl LogDecoder {
         // A torn tail: the writer died mid-write. Nothing is consumed, so a reader
         // that later finds more bytes (a log being tailed) picks up where it was.
         self.incomplete_tail = true;
+        if let Assembly::Discarding { start, dropped } = self.assembly {
+            // Bytes past the limit were dropped, torn tail or not: say so, once.
+            self.assembly = Assembly::Idle;
+            self.corrupt(Corruption::new(
+                start,
+                dropped,
+                CorruptionKind::RecordTooLarge,
+            ))?;
+        }
         if self.recovery == Recovery::AbsoluteConsistency && self.flow == Flow::Reading {
             let bytes = self.offset + src.len() as u64 - tail_start;
             return self
@@ -696,10 +747,11 @@ impl LogDecoder {
                     if self.flow != Flow::Reading {
                         continue;
                     }
+                    let mut parts = Parts::default();
+                    parts.push(payload);
                     self.assembly = Assembly::Collecting {
                         start: fragment_offset,
-                        len: payload.len(),
-                        fragments: vec![payload],
+                        parts,
                     };
                     self.check_record_size()?;
                 }
@@ -719,18 +771,13 @@ impl LogDecoder {
                                 self.interrupt_assembly()?;
                             }
                         }
-                        Assembly::Collecting { fragments, len, .. } => {
-                            *len += payload.len();
-                            fragments.push(payload);
+                        Assembly::Collecting { parts, .. } => {
+                            parts.push(payload);
                             self.check_record_size()?;
                             if last {
                                 match std::mem::replace(&mut self.assembly, Assembly::Idle) {
-                                    Assembly::Collecting {
-                                        start,
-                                        fragments,
-                                        len,
-                                    } => {
-                                        let record = join(fragments, len);
+                                    Assembly::Collecting { start, parts } => {
+                                        let record = parts.join();
                                         return Ok(Some(self.finish_record(start, record)));
                                     }
                                     Assembly::Discarding { start, dropped } => {
@@ -749,7 +796,7 @@ impl LogDecoder {
                 Some(RecordType::Zero) | None => {
                     let held = match std::mem::replace(&mut self.assembly, Assembly::Idle) {
                         Assembly::Idle => 0,
-                        Assembly::Collecting { len, .. } => len as u64,
+                        Assembly::Collecting { parts, .. } => parts.len as u64,
                         Assembly::Discarding { dropped, .. } => dropped,
                     };
                     self.corrupt(Corruption::new(
@@ -764,7 +811,8 @@ impl LogDecoder {
 
     /// Switches an open record that crossed `max_record_bytes` to discarding.
     fn check_record_size(&mut self) -> Result<(), Error> {
-        if let Assembly::Collecting { start, len, .. } = self.assembly {
+        if let Assembly::Collecting { start, ref parts } = self.assembly {
+            let len = parts.len;
             if len > self.max_record_bytes {
                 if self.recovery == Recovery::SkipCorrupted {
                     // Reported once the record ends, with everything it dropped.
@@ -786,19 +834,6 @@ impl LogDecoder {
     }
 }
 
-/// Copies the fragments of a record into one buffer: the only copy a fragmented
-/// record costs.
-fn join(fragments: Vec<Bytes>, len: usize) -> Bytes {
-    if fragments.len() == 1 {
-        return fragments.into_iter().next().expect("one fragment");
-    }
-    let mut record = BytesMut::with_capacity(len);
-    for fragment in fragments {
-        record.extend_from_slice(&fragment);
-    }
-    record.freeze()
-}
-
 impl Decoder for LogDecoder {
     type Item = Bytes;
     type Error = Error;
@@ -809,5 +844,52 @@ impl Decoder for LogDecoder {
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, Error> {
         self.decode_inner(src, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LogEncoder;
+
+    /// A FULL record is a view of the read buffer; a fragmented one is one new buffer.
+    #[test]
+    fn full_records_are_not_copied() {
+        let mut log = BytesMut::new();
+        let mut encoder = LogEncoder::new();
+        encoder.encode_record(&[1u8; 1000], &mut log);
+        encoder.encode_record(&[2u8; 40_000], &mut log);
+        let base = log.as_ptr() as usize;
+        let end = base + log.len();
+        let mut decoder = LogDecoder::new();
+        let full = decoder.decode(&mut log).unwrap().unwrap();
+        let at = full.as_ptr() as usize;
+        assert!(
+            at >= base && at + full.len() <= end,
+            "FULL record was copied"
+        );
+        let fragmented = decoder.decode(&mut log).unwrap().unwrap();
+        let at = fragmented.as_ptr() as usize;
+        assert!(at + fragmented.len() <= base || at >= end);
+        assert_eq!(fragmented.len(), 40_000);
+    }
+
+    /// The decoder never asks for more than a block to make progress.
+    #[test]
+    fn waits_with_less_than_a_block() {
+        let mut log = BytesMut::new();
+        LogEncoder::new().encode_record(&[9u8; 100_000], &mut log);
+        let mut decoder = LogDecoder::new();
+        let mut src = BytesMut::new();
+        let mut records = 0;
+        for chunk in log.chunks(1000) {
+            src.extend_from_slice(chunk);
+            while let Some(record) = decoder.decode(&mut src).unwrap() {
+                assert_eq!(record.len(), 100_000);
+                records += 1;
+            }
+            assert!(src.len() < BLOCK_SIZE);
+        }
+        assert_eq!(records, 1);
     }
 }

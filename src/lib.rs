@@ -22,7 +22,7 @@
 //! ```
 //!
 //! The format: a log is a sequence of 32 KiB blocks; each record is cut into
-//! fragments with a 7-byte header (masked crc32c, length, type). See [`format`].
+//! fragments with a 7-byte header (masked crc32c, length, type). See [`format`](mod@format).
 //!
 //! Design goal: byte-identical output to LevelDB's writer, and a reader that takes
 //! any chunking of the bytes (files, sockets, pipes), bounds every allocation, and
@@ -43,6 +43,7 @@ mod error;
 pub mod format;
 pub mod physical;
 mod reader;
+pub mod recordio;
 
 pub use codec::LogCodec;
 pub use decoder::{DecodeStats, LogDecoder, LogDecoderBuilder, Recovery, DEFAULT_MAX_RECORD_BYTES};
@@ -50,3 +51,4 @@ pub use encoder::LogEncoder;
 pub use error::{Corruption, CorruptionKind, Error};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
+pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
