@@ -5,13 +5,17 @@
 //! | `raw`   | the payloads back to back                                      |
 //! | `lines` | each payload and `\n` (a payload holding `\n` is an error)      |
 //! | `hex`   | each payload as a line of lowercase hex (an empty line for an empty record) |
+//! | `recordio` | Mesos RecordIO: each payload as `LENGTH\n` then its bytes, for a Mesos-style consumer |
 //!
-//! `write --from lines|hex` reads `lines` and `hex` back into a log.
+//! `write --from lines|hex|recordio` reads them back into a log.
 
 use std::io::Write;
 use std::path::PathBuf;
 
+use bytes::BytesMut;
 use clap::ValueEnum;
+use tokio_util::codec::Encoder;
+use walcodec::RecordIoCodec;
 
 use crate::common::{
     finish, hex_into, open_reader, progress_bar, read_status, stdout, Failure, Limits, RecoveryArg,
@@ -41,6 +45,8 @@ enum To {
     Lines,
     /// One payload a line, in lowercase hex.
     Hex,
+    /// Mesos RecordIO: `LENGTH\n` and the payload, for each record.
+    Recordio,
 }
 
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
@@ -48,6 +54,8 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let progress = progress_bar(len);
     let mut out = stdout();
     let mut line = Vec::new();
+    let mut framed = BytesMut::new();
+    let mut recordio = RecordIoCodec::new();
     let mut error = None;
     while let Some(record) = reader.next_record().await {
         let record = match record {
@@ -76,6 +84,13 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
                 hex_into(&record.data, &mut line);
                 line.push(b'\n');
                 out.write_all(&line)?;
+            }
+            To::Recordio => {
+                framed.clear();
+                recordio
+                    .encode(&record.data[..], &mut framed)
+                    .map_err(|e| Failure::new(format!("recordio: {e}")))?;
+                out.write_all(&framed)?;
             }
         }
         if let Some(bar) = &progress {

@@ -55,7 +55,7 @@ enum Command {
     /// into a new, clean log.
     #[command(after_help = EXIT_STATUS)]
     Repair(repair::Args),
-    /// Write the record payloads to stdout: raw, one per line, or hex lines.
+    /// Write the record payloads to stdout: raw, one per line, hex lines or RecordIO.
     #[command(after_help = EXIT_STATUS)]
     Cat(cat::Args),
     /// Write a new log (or append to one) from records on stdin.

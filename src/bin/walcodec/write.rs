@@ -4,6 +4,7 @@
 //! |----------|---------------------------------------------------------------|
 //! | `lines`  | one record a line (without its `\n`); an empty line is an empty record |
 //! | `hex`    | one record a line in hex (either case); an empty line is an empty record |
+//! | `recordio` | Mesos RecordIO (`LENGTH\n` and the bytes, for each record); `--lenient` also takes empty lines and `\r\n` |
 //!
 //! A new file is created (an existing one is refused); `--append` continues an
 //! existing log at its length, as LevelDB's writer does on reopen, once it has
@@ -17,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use bytes::BytesMut;
 use clap::ValueEnum;
-use walcodec::LogEncoder;
+use tokio_util::codec::Decoder;
+use walcodec::{LogEncoder, RecordIoCodec};
 
 use crate::common::{parse_hex, Failure, Limits, Status};
 use crate::scan::{scan, Visitor};
@@ -32,6 +34,10 @@ pub(crate) struct Args {
     /// Append to OUT if it exists (its tail must be clean) instead of refusing it.
     #[arg(long)]
     append: bool,
+    /// With --from recordio: also accept empty lines between records and `\r\n`
+    /// after a length, as some Mesos clients send.
+    #[arg(long)]
+    lenient: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -40,6 +46,8 @@ enum From {
     Lines,
     /// One record a line, in hex.
     Hex,
+    /// Mesos RecordIO.
+    Recordio,
 }
 
 /// Bytes of encoded log gathered before a write to the file.
@@ -115,25 +123,103 @@ fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failur
     Ok(Ok(end.file_len))
 }
 
+/// Appends encoded records to a file, a chunk at a time.
+struct Output<'a> {
+    file: &'a mut File,
+    path: &'a Path,
+    encoder: LogEncoder,
+    pending: BytesMut,
+}
+
+impl Output<'_> {
+    fn push(&mut self, record: &[u8]) -> Result<(), Failure> {
+        self.encoder.encode_record(record, &mut self.pending);
+        if self.pending.len() >= WRITE_CHUNK_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), Failure> {
+        self.file
+            .write_all(&self.pending)
+            .map_err(|e| Failure::io(self.path, e))?;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
 /// Encodes the records of `input` onto the end of `file`, a log `len` bytes long.
 fn copy_records(
-    mut input: impl BufRead,
+    input: impl BufRead,
     args: &Args,
     limits: Limits,
     file: &mut File,
     len: u64,
 ) -> Result<(), Failure> {
-    let path = &args.out;
-    let mut encoder = LogEncoder::with_offset(len);
-    let mut pending = BytesMut::with_capacity(WRITE_CHUNK_BYTES);
+    let mut output = Output {
+        file,
+        path: &args.out,
+        encoder: LogEncoder::with_offset(len),
+        pending: BytesMut::with_capacity(WRITE_CHUNK_BYTES),
+    };
+    match args.from {
+        From::Lines => copy_lines(input, false, limits, &mut output)?,
+        From::Hex => copy_lines(input, true, limits, &mut output)?,
+        From::Recordio => copy_recordio(input, args.lenient, limits, &mut output)?,
+    }
+    output.flush()
+}
+
+/// Reads Mesos RecordIO from `input`, bounded by the record limit.
+fn copy_recordio(
+    mut input: impl BufRead,
+    lenient: bool,
+    limits: Limits,
+    output: &mut Output<'_>,
+) -> Result<(), Failure> {
+    let mut codec = RecordIoCodec::builder()
+        .max_record_bytes(limits.max_record_bytes)
+        .lenient(lenient)
+        .new_codec();
+    let mut buffer = BytesMut::new();
+    let stdin_error = |e: walcodec::RecordIoError| Failure::new(format!("stdin: {e}"));
+    loop {
+        let chunk = input
+            .fill_buf()
+            .map_err(|e| Failure::new(format!("stdin: {e}")))?;
+        if chunk.is_empty() {
+            break;
+        }
+        buffer.extend_from_slice(chunk);
+        let n = chunk.len();
+        input.consume(n);
+        while let Some(record) = codec.decode(&mut buffer).map_err(stdin_error)? {
+            output.push(&record)?;
+        }
+    }
+    while let Some(record) = codec.decode_eof(&mut buffer).map_err(stdin_error)? {
+        output.push(&record)?;
+    }
+    Ok(())
+}
+
+/// Reads one record a line (as is, or in hex) from `input`.
+fn copy_lines(
+    mut input: impl BufRead,
+    hex: bool,
+    limits: Limits,
+    output: &mut Output<'_>,
+) -> Result<(), Failure> {
     let mut line = Vec::new();
     let mut line_number = 0u64;
     let max = limits.max_record_bytes;
     // The longest line a record within the limit makes: the record (twice as long in
     // hex), "\r" and "\n". A line cut at this length without its "\n" is too long.
-    let line_limit = match args.from {
-        From::Lines => max.saturating_add(1),
-        From::Hex => max.saturating_mul(2).saturating_add(2),
+    let line_limit = if hex {
+        max.saturating_mul(2).saturating_add(2)
+    } else {
+        max.saturating_add(1)
     };
     loop {
         line.clear();
@@ -150,28 +236,21 @@ fn copy_records(
         } else if line.len() >= line_limit {
             return Err(too_large(line_number, max));
         }
-        let record = match args.from {
-            From::Lines => &line[..],
-            From::Hex => {
-                if line.last() == Some(&b'\r') {
-                    line.pop();
-                }
-                line = parse_hex(&line).ok_or_else(|| {
-                    Failure::new(format!("stdin line {line_number}: not a line of hex"))
-                })?;
-                &line[..]
+        if hex {
+            if line.last() == Some(&b'\r') {
+                line.pop();
             }
-        };
+            line = parse_hex(&line).ok_or_else(|| {
+                Failure::new(format!("stdin line {line_number}: not a line of hex"))
+            })?;
+        }
+        let record = &line[..];
         if record.len() > max {
             return Err(too_large(line_number, max));
         }
-        encoder.encode_record(record, &mut pending);
-        if pending.len() >= WRITE_CHUNK_BYTES {
-            file.write_all(&pending).map_err(|e| Failure::io(path, e))?;
-            pending.clear();
-        }
+        output.push(record)?;
     }
-    file.write_all(&pending).map_err(|e| Failure::io(path, e))
+    Ok(())
 }
 
 fn too_large(line_number: u64, max: usize) -> Failure {
