@@ -196,6 +196,7 @@ impl LogDecoderBuilder {
             last_record: None,
             valid_end: self.start_offset,
             incomplete_tail: false,
+            cut_by_zeros: false,
             stats: DecodeStats::default(),
         }
     }
@@ -338,6 +339,9 @@ pub struct LogDecoder {
     last_record: Option<Position>,
     valid_end: u64,
     incomplete_tail: bool,
+    /// Zero fill cut the open record; whether that is damage or a torn tail depends
+    /// on what follows the zeros.
+    cut_by_zeros: bool,
     stats: DecodeStats,
 }
 
@@ -644,10 +648,24 @@ impl LogDecoder {
                     until: self.offset + block_left as u64,
                     why: SkipReason::ZeroFill,
                 });
-                if let Some(cut) = self.abandon_assembly() {
-                    self.corrupt(cut)?;
+                if self.recovery == Recovery::SkipCorrupted {
+                    if let Some(cut) = self.abandon_assembly() {
+                        self.corrupt(cut)?;
+                    }
+                } else if !matches!(self.assembly, Assembly::Idle) {
+                    // Zeros after a FIRST are what a power cut leaves when the file's
+                    // size reached the disk before its data: a torn tail if only
+                    // zeros follow to EOF, damage if anything else does.
+                    self.cut_by_zeros = true;
                 }
                 continue;
+            }
+            if self.cut_by_zeros {
+                self.cut_by_zeros = false;
+                if let Some(cut) = self.abandon_assembly() {
+                    self.corrupt(cut)?;
+                    continue;
+                }
             }
 
             if HEADER_SIZE + length > block_left {
