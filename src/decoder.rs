@@ -196,6 +196,7 @@ impl LogDecoderBuilder {
             last_record: None,
             valid_end: self.start_offset,
             incomplete_tail: false,
+            cut_by_zeros: false,
             stats: DecodeStats::default(),
         }
     }
@@ -338,6 +339,9 @@ pub struct LogDecoder {
     last_record: Option<Position>,
     valid_end: u64,
     incomplete_tail: bool,
+    /// Zero fill cut the open record; whether that is damage or a torn tail depends
+    /// on what follows the zeros.
+    cut_by_zeros: bool,
     stats: DecodeStats,
 }
 
@@ -612,11 +616,13 @@ impl LogDecoder {
                 self.consume(src, n);
                 return Ok(None);
             }
-            if !self.run_skip(src, eof)? {
-                return self.need_more(src, eof);
-            }
-            if self.flow != Flow::Reading {
-                continue;
+            if self.skip.is_some() {
+                if !self.run_skip(src, eof)? {
+                    return self.need_more(src, eof);
+                }
+                if self.flow != Flow::Reading {
+                    continue;
+                }
             }
 
             let block_left = BLOCK_SIZE - (self.offset % BLOCK_SIZE as u64) as usize;
@@ -642,10 +648,24 @@ impl LogDecoder {
                     until: self.offset + block_left as u64,
                     why: SkipReason::ZeroFill,
                 });
-                if let Some(cut) = self.abandon_assembly() {
-                    self.corrupt(cut)?;
+                if self.recovery == Recovery::SkipCorrupted {
+                    if let Some(cut) = self.abandon_assembly() {
+                        self.corrupt(cut)?;
+                    }
+                } else if !matches!(self.assembly, Assembly::Idle) {
+                    // Zeros after a FIRST are what a power cut leaves when the file's
+                    // size reached the disk before its data: a torn tail if only
+                    // zeros follow to EOF, damage if anything else does.
+                    self.cut_by_zeros = true;
                 }
                 continue;
+            }
+            if self.cut_by_zeros {
+                self.cut_by_zeros = false;
+                if let Some(cut) = self.abandon_assembly() {
+                    self.corrupt(cut)?;
+                    continue;
+                }
             }
 
             if HEADER_SIZE + length > block_left {
@@ -694,9 +714,8 @@ impl LogDecoder {
                 continue;
             }
 
-            let mut fragment = src.split_to(fragment_len);
-            fragment.advance(HEADER_SIZE);
-            let payload = fragment.freeze();
+            src.advance(HEADER_SIZE);
+            let payload = src.split_to(length).freeze();
             self.offset += fragment_len as u64;
             self.stats.fragments += 1;
 
@@ -728,9 +747,11 @@ impl LogDecoder {
 
             match record_type {
                 Some(RecordType::Full) => {
-                    self.interrupt_assembly()?;
-                    if self.flow != Flow::Reading {
-                        continue;
+                    if !matches!(self.assembly, Assembly::Idle) {
+                        self.interrupt_assembly()?;
+                        if self.flow != Flow::Reading {
+                            continue;
+                        }
                     }
                     if payload.len() > self.max_record_bytes {
                         self.corrupt(Corruption::new(
