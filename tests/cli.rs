@@ -868,3 +868,33 @@ fn write_from_recordio_rejects_a_cut_stream_and_takes_crlf_when_lenient() {
     assert_eq!(code(&lenient), 0, "{}", stderr(&lenient));
     assert_eq!(fs::read(&log).unwrap(), encode(&[b"foo", b"hi"]));
 }
+
+#[test]
+fn zeros_after_a_first_fragment_are_a_torn_tail_that_repair_cuts() {
+    // A power cut in a preallocated file: the size reached the disk, the data of the
+    // record's later blocks did not.
+    let records: [&[u8]; 2] = [&[b'a'; 100], &[b'b'; BLOCK_SIZE + 10]];
+    let mut log = encode(&records);
+    log.truncate(BLOCK_SIZE);
+    log.resize(BLOCK_SIZE + 100, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("power-cut.log");
+    fs::write(&path, &log).unwrap();
+
+    let verify = run(&["verify", path_str(&path)]);
+    assert_eq!(
+        stdout(&verify),
+        "records: 1 (100 bytes)\n\
+         dropped: 0 bytes in 0 corruptions\n\
+         zero fill: 100 bytes\n\
+         tail: torn after offset 107 (32761 bytes)\n\
+         result: torn tail\n"
+    );
+    assert_eq!(code(&verify), 3);
+    let append = run_with_stdin(&["write", "--append", path_str(&path)], b"more\n");
+    assert_eq!(code(&append), 3);
+    let repair = run(&["repair", path_str(&path)]);
+    assert_eq!(code(&repair), 0, "{}", stderr(&repair));
+    assert_eq!(fs::read(&path).unwrap(), encode(&records[..1]));
+    assert_eq!(code(&run(&["verify", path_str(&path)])), 0);
+}

@@ -50,33 +50,33 @@ struct Tail {
     /// The end of the last complete record: where the log may be cut.
     valid_len: u64,
     file_len: u64,
-    /// Corruption reports before the tail (a log that truncation cannot fix).
-    corruptions: u64,
+    /// Damage before the tail (a log that truncation cannot fix).
+    damage: Option<String>,
 }
 
 /// Reads the whole log to find where its last complete record ends.
 ///
-/// Built on the decoder's own account of the tail (`valid_prefix_len`), so it agrees
-/// with what any reader of this crate returns: everything past `valid_len` is bytes
-/// that produced no record (a torn fragment, an unfinished fragmented record, zeros).
+/// Built on a `TolerateTail` decoder's own account of the tail (`valid_prefix_len`),
+/// so it agrees with what any reader of this crate returns: everything past
+/// `valid_len` is bytes that produced no record (a torn fragment, an unfinished
+/// fragmented record, zeros).
 fn scan_tail(path: &Path, limits: Limits) -> Result<Tail, Failure> {
     struct Nothing;
     impl Visitor for Nothing {}
     let end = scan(path, 0, true, limits, &mut Nothing)?;
     Ok(Tail {
-        valid_len: end.valid_prefix_len,
+        valid_len: end.strict.valid_prefix_len,
         file_len: end.file_len,
-        corruptions: end.stats.corruptions,
+        damage: end.strict.damage,
     })
 }
 
 fn truncate(path: &Path, dry_run: bool, limits: Limits) -> Result<Status, Failure> {
     let tail = scan_tail(path, limits)?;
     let name = path.display();
-    if tail.corruptions > 0 {
+    if let Some(damage) = &tail.damage {
         eprintln!(
-            "walcodec: {name}: {} corruptions before the tail; truncating would not fix them (see `walcodec verify`; --salvage OUT copies what is readable)",
-            tail.corruptions
+            "walcodec: {name}: damaged before its tail ({damage}); truncating would not fix it (see `walcodec verify`; --salvage OUT copies what is readable)"
         );
         return Ok(Status::Corrupt);
     }

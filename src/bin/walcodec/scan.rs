@@ -1,6 +1,12 @@
-//! One pass over a log file that shows each block both to the physical walker
-//! (`walcodec::physical::Chunks`) and to a `LogDecoder` in `SkipCorrupted` mode, so a
-//! command sees the layout, the records and every report of the same bytes.
+//! One pass over a log file that shows each block to the physical walker
+//! (`walcodec::physical::Chunks`), to a `LogDecoder` in `SkipCorrupted` mode and to
+//! one in `TolerateTail` mode, so a command sees the layout, the records and every
+//! report of the same bytes, and the verdict of a strict reader.
+//!
+//! Two decoders because the modes differ on purpose at the tail: zeros after a FIRST
+//! (what a power cut leaves in a preallocated file) is "error in middle of record" to
+//! LevelDB's reader, but a torn tail to a strict one. Reports come from the first,
+//! whether the log is damaged or only torn from the second.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -35,10 +41,59 @@ pub(crate) struct ScanEnd {
     pub(crate) file_len: u64,
     /// The decoder's counters (all zero when nothing was decoded).
     pub(crate) stats: DecodeStats,
-    /// End of the last complete record.
+    /// What a `TolerateTail` reader makes of the same bytes.
+    pub(crate) strict: StrictEnd,
+}
+
+/// The end of a `TolerateTail` read: damage stops it, a torn tail does not.
+#[derive(Debug, Default)]
+pub(crate) struct StrictEnd {
+    /// The damage that stopped it, if any.
+    pub(crate) damage: Option<String>,
+    /// End of the last complete record it returned.
     pub(crate) valid_prefix_len: u64,
-    /// Whether the log ends inside a record.
+    /// Whether it found the log ending inside a record.
     pub(crate) incomplete_tail: bool,
+}
+
+/// A `TolerateTail` decoder fed the same bytes, for its verdict only.
+struct Strict {
+    decoder: LogDecoder,
+    pending: BytesMut,
+    damage: Option<String>,
+}
+
+impl Strict {
+    fn feed(&mut self, bytes: &[u8], eof: bool) {
+        if self.damage.is_some() {
+            return;
+        }
+        self.pending.extend_from_slice(bytes);
+        loop {
+            let decoded = if eof {
+                self.decoder.decode_eof(&mut self.pending)
+            } else {
+                self.decoder.decode(&mut self.pending)
+            };
+            match decoded {
+                Ok(Some(_record)) => {}
+                Ok(None) => return,
+                Err(e) => {
+                    self.damage = Some(e.to_string());
+                    self.pending.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    fn end(self) -> StrictEnd {
+        StrictEnd {
+            damage: self.damage,
+            valid_prefix_len: self.decoder.valid_prefix_len(),
+            incomplete_tail: self.decoder.has_incomplete_tail(),
+        }
+    }
 }
 
 /// Reads `path` from the block holding `start` to its end. With `decode` false only
@@ -64,6 +119,15 @@ pub(crate) fn scan(
         .max_record_bytes(limits.max_record_bytes)
         .on_corruption(move |c: &Corruption| sink.lock().expect("not poisoned").push(c.clone()))
         .build();
+    let mut strict = Strict {
+        decoder: LogDecoder::builder()
+            .recovery(Recovery::TolerateTail)
+            .start_offset(start)
+            .max_record_bytes(limits.max_record_bytes)
+            .build(),
+        pending: BytesMut::new(),
+        damage: None,
+    };
     let mut pass = Pass {
         decoder: &mut decoder,
         reports: &reports,
@@ -84,6 +148,7 @@ pub(crate) fn scan(
         if decode {
             pass.pending.extend_from_slice(&buffer[..n]);
             pass.drain(false)?;
+            strict.feed(&buffer[..n], false);
         }
         if let Some(bar) = &progress {
             bar.set_position(offset.saturating_sub(block_start(start)));
@@ -94,6 +159,7 @@ pub(crate) fn scan(
     }
     if decode {
         pass.drain(true)?;
+        strict.feed(&[], true);
     }
     if let Some(bar) = progress {
         bar.finish_and_clear();
@@ -101,8 +167,7 @@ pub(crate) fn scan(
     Ok(ScanEnd {
         file_len: offset,
         stats: decoder.stats(),
-        valid_prefix_len: decoder.valid_prefix_len(),
-        incomplete_tail: decoder.has_incomplete_tail(),
+        strict: strict.end(),
     })
 }
 

@@ -168,7 +168,8 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     writeln!(out, "record sizes:")?;
     write_histogram(&counts.histogram, &mut out)?;
     finish(out)?;
-    Ok(Status::judge(stats.corruptions, end.incomplete_tail))
+    let damaged = u64::from(end.strict.damage.is_some());
+    Ok(Status::judge(damaged, end.strict.incomplete_tail))
 }
 
 /// The non-empty span of the histogram, one bucket a line, with a bar scaled to the

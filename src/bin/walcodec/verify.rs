@@ -10,6 +10,10 @@
 //! result: clean | corrupt | torn tail
 //! ```
 //!
+//! Whether the log is damaged or only torn is a strict (`TolerateTail`) reader's
+//! verdict: zeros after a FIRST fragment up to EOF, which LevelDB reports as "error
+//! in middle of record", is the torn tail a power cut leaves in a preallocated file.
+//!
 //! Beyond LevelDB's reports it flags preallocated (zero-header) space that is not all
 //! zeros: a reader skips it without a word, so whatever was written there is lost
 //! (google/leveldb#203).
@@ -29,63 +33,80 @@ pub(crate) struct Args {
     file: PathBuf,
 }
 
-struct Checker<W> {
-    out: W,
+/// What the pass found, in log order.
+#[derive(Default)]
+struct Checker {
+    /// Lines to print: LevelDB-style reports, and zero fill hiding data.
+    lines: Vec<Finding>,
     /// Pieces of zero fill that hide data (damage the decoder does not report).
     hidden: u64,
     hidden_bytes: u64,
 }
 
-impl<W: Write> Visitor for Checker<W> {
+enum Finding {
+    /// A report of LevelDB's reader (`SkipCorrupted`).
+    Report(Corruption),
+    /// Zero fill that is not all zeros.
+    Hidden(String),
+}
+
+impl Visitor for Checker {
     fn chunk(&mut self, chunk: &Chunk<'_>) -> Result<(), Failure> {
         if let Chunk::ZeroFill { offset, bytes } = *chunk {
             if bytes.iter().any(|&b| b != 0) {
                 self.hidden += 1;
                 self.hidden_bytes += bytes.len() as u64;
-                writeln!(
-                    self.out,
+                self.lines.push(Finding::Hidden(format!(
                     "offset {offset}: dropping {} bytes; zero header skips non-zero bytes",
                     bytes.len()
-                )?;
+                )));
             }
         }
         Ok(())
     }
 
     fn corruption(&mut self, corruption: &Corruption) -> Result<(), Failure> {
-        writeln!(self.out, "{corruption}")?;
+        self.lines.push(Finding::Report(corruption.clone()));
         Ok(())
     }
 }
 
 pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
-    let mut checker = Checker {
-        out: stdout(),
-        hidden: 0,
-        hidden_bytes: 0,
-    };
+    let mut checker = Checker::default();
     let end = scan(&args.file, 0, true, limits, &mut checker)?;
     let stats = end.stats;
-    let corruptions = stats.corruptions + checker.hidden;
-    let status = Status::judge(corruptions, end.incomplete_tail);
-    let out = &mut checker.out;
+    let strict = &end.strict;
+    // When a strict reader finds no damage, LevelDB's reports are all about the torn
+    // tail (zeros cutting a record): the tail line says it, not a corruption.
+    let damaged = strict.damage.is_some();
+    let (mut corruptions, mut dropped) = (checker.hidden, checker.hidden_bytes);
+    if damaged {
+        corruptions += stats.corruptions;
+        dropped += stats.dropped_bytes;
+    }
+    let status = Status::judge(corruptions, strict.incomplete_tail);
+
+    let mut out = stdout();
+    for finding in &checker.lines {
+        match finding {
+            Finding::Report(report) if damaged => writeln!(out, "{report}")?,
+            Finding::Report(_) => {}
+            Finding::Hidden(line) => writeln!(out, "{line}")?,
+        }
+    }
     writeln!(
         out,
         "records: {} ({} bytes)",
         stats.records, stats.record_bytes
     )?;
-    writeln!(
-        out,
-        "dropped: {} bytes in {corruptions} corruptions",
-        stats.dropped_bytes + checker.hidden_bytes
-    )?;
+    writeln!(out, "dropped: {dropped} bytes in {corruptions} corruptions")?;
     writeln!(out, "zero fill: {} bytes", stats.zero_fill_bytes)?;
-    if end.incomplete_tail {
+    if strict.incomplete_tail {
         writeln!(
             out,
             "tail: torn after offset {} ({} bytes)",
-            end.valid_prefix_len,
-            end.file_len - end.valid_prefix_len
+            strict.valid_prefix_len,
+            end.file_len - strict.valid_prefix_len
         )?;
     } else {
         writeln!(out, "tail: clean")?;
@@ -96,6 +117,6 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         Status::TornTail => "torn tail",
     };
     writeln!(out, "result: {result}")?;
-    finish(checker.out)?;
+    finish(out)?;
     Ok(status)
 }

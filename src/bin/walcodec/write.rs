@@ -103,20 +103,20 @@ fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failur
     struct Nothing;
     impl Visitor for Nothing {}
     let end = scan(path, 0, true, limits, &mut Nothing)?;
-    if end.stats.corruptions > 0 {
+    let strict = &end.strict;
+    if let Some(damage) = &strict.damage {
         eprintln!(
-            "walcodec: {}: refusing to append: the log is corrupt ({} corruptions; see `walcodec verify`)",
+            "walcodec: {}: refusing to append: the log is corrupt ({damage}; see `walcodec verify`)",
             path.display(),
-            end.stats.corruptions
         );
         return Ok(Err(Status::Corrupt));
     }
-    if end.valid_prefix_len != end.file_len {
+    if strict.valid_prefix_len != end.file_len {
         eprintln!(
             "walcodec: {}: refusing to append: {} bytes follow the last complete record (offset {}); run `walcodec repair` first",
             path.display(),
-            end.file_len - end.valid_prefix_len,
-            end.valid_prefix_len
+            end.file_len - strict.valid_prefix_len,
+            strict.valid_prefix_len
         );
         return Ok(Err(Status::TornTail));
     }
