@@ -55,7 +55,8 @@ pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INT
 pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
 pub use repair::{repair_log, scan_log, TailScan};
 pub use writer::{
-    AsyncLogWriter, WriterOptions, WriterStats, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_QUEUED_BYTES,
+    AsyncLogWriter, WriterOptions, WriterStats, DEFAULT_IDLE_SPIN, DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_MAX_QUEUED_BYTES,
 };
 
 /// Hooks for this crate's own tests (fault injection). Not a stable API.

@@ -512,3 +512,44 @@ async fn stats_add_up() {
     assert!(stats.max_sync_latency >= stats.last_sync_latency);
     log.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_wake_the_flusher_whether_it_spins_or_sleeps() {
+    for spin in [
+        Duration::ZERO,
+        Duration::from_micros(50),
+        Duration::from_millis(20),
+    ] {
+        let (_dir, path) = temp_log();
+        let log = WriterOptions::new()
+            .idle_spin(spin)
+            .create(&path)
+            .await
+            .unwrap();
+        // Appends that find the flusher busy, spinning, and asleep (after a pause).
+        for seq in 0..30 {
+            let append = log.append(make_record(0, seq));
+            tokio::time::timeout(Duration::from_secs(5), append)
+                .await
+                .unwrap_or_else(|_| panic!("append {seq} stranded with spin {spin:?}"))
+                .unwrap();
+            if seq % 10 == 9 {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+        }
+        let mut tasks = Vec::new();
+        for task in 1..17 {
+            let log = log.clone();
+            tasks.push(tokio::spawn(async move {
+                for seq in 0..50 {
+                    log.append(make_record(task, seq)).await.unwrap();
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        log.close().await.unwrap();
+        assert_eq!(read_log(&path, true).await.len(), 30 + 16 * 50);
+    }
+}
