@@ -5,8 +5,8 @@
 //! appends read back.
 //!
 //! The child is this test binary run again with `WALCODEC_CRASH_CHILD` set.
-//! `WALCODEC_CRASH_CYCLES` sets the number of cycles (default 20); see
-//! `scripts/crash-soak.sh`.
+//! `WALCODEC_CRASH_CYCLES` sets the number of cycles (default 20; see
+//! `scripts/crash-soak.sh`), `WALCODEC_CRASH_SEED` the seed of the kill timings.
 
 mod writer_support;
 
@@ -108,7 +108,13 @@ fn crash_recovery_keeps_every_acknowledged_record() {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng::from_time();
+    // Shown when the test fails; set WALCODEC_CRASH_SEED to replay the kill timings.
+    let seed = std::env::var("WALCODEC_CRASH_SEED")
+        .ok()
+        .map(|v| v.parse().expect("a seed"))
+        .unwrap_or_else(|| Rng::from_time().next());
+    eprintln!("crash test seed {seed}");
+    let mut rng = Rng::new(seed);
     let mut totals = Totals::default();
     let mut file_number = 1;
     let mut path = dir.path().join(format!("{file_number:06}.log"));
