@@ -3,9 +3,11 @@
 //! file, beside a baseline in the same run that writes and `fdatasync`s each record on
 //! a std file.
 //!
-//! Criterion reports time per append (and appends/s as throughput). Syncs per append
-//! and latency percentiles are printed as a table at the end, with each
-//! configuration's appends/s as a ratio to the baseline's.
+//! Criterion reports time per append (and appends/s as throughput). Then a table is
+//! printed from a paired run: each configuration alternates with the baseline over a
+//! few short rounds (a shared disk's sync latency drifts over seconds, which would
+//! skew a ratio between runs made far apart), with appends/s and p50 latency as
+//! median per-round ratios to the baseline, syncs per append, and p50/p99 latency.
 //!
 //! ```text
 //! cargo bench --bench group_commit -- --warm-up-time 1 --measurement-time 3
@@ -17,7 +19,6 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -27,8 +28,8 @@ use walcodec::{AsyncLogWriter, LogEncoder};
 const RECORD_BYTES: usize = 100;
 const TASKS: [usize; 4] = [1, 16, 64, 256];
 
-/// What one configuration did over all of criterion's calls.
-#[derive(Default)]
+/// What one run (or several) of a configuration did.
+#[derive(Default, Clone)]
 struct Tally {
     appends: u64,
     elapsed: Duration,
@@ -37,6 +38,13 @@ struct Tally {
 }
 
 impl Tally {
+    fn add(&mut self, other: Tally) {
+        self.appends += other.appends;
+        self.elapsed += other.elapsed;
+        self.syncs += other.syncs;
+        self.latencies.extend(other.latencies);
+    }
+
     fn appends_per_second(&self) -> f64 {
         self.appends as f64 / self.elapsed.as_secs_f64()
     }
@@ -48,8 +56,6 @@ impl Tally {
     }
 }
 
-static BASELINE: Mutex<Option<Tally>> = Mutex::new(None);
-static WRITER: Mutex<Vec<(usize, Tally)>> = Mutex::new(Vec::new());
 static FILE_NUMBER: AtomicU64 = AtomicU64::new(0);
 
 fn bench_dir() -> PathBuf {
@@ -72,7 +78,7 @@ fn record(task: usize, seq: u64) -> Vec<u8> {
 
 /// One `write` + `fdatasync` per record on a std file: what group commit is measured
 /// against. Records are framed by `LogEncoder`, so both write the same bytes.
-fn baseline(dir: &Path, iters: u64) -> Duration {
+fn baseline(dir: &Path, iters: u64) -> Tally {
     let path = fresh_path(dir);
     let mut file = std::fs::File::create(&path).unwrap();
     let mut encoder = LogEncoder::new();
@@ -89,17 +95,16 @@ fn baseline(dir: &Path, iters: u64) -> Duration {
     }
     let elapsed = start.elapsed();
     std::fs::remove_file(&path).unwrap();
-    let mut tally = BASELINE.lock().unwrap();
-    let tally = tally.get_or_insert_with(Tally::default);
-    tally.appends += iters;
-    tally.elapsed += elapsed;
-    tally.syncs += iters;
-    tally.latencies.extend(latencies);
-    elapsed
+    Tally {
+        appends: iters,
+        elapsed,
+        syncs: iters,
+        latencies,
+    }
 }
 
 /// `iters` appends spread over `tasks` tasks, each awaiting its append before the next.
-async fn group_commit(dir: &Path, tasks: usize, iters: u64) -> Duration {
+async fn group_commit(dir: &Path, tasks: usize, iters: u64) -> Tally {
     let path = fresh_path(dir);
     let log = AsyncLogWriter::create(&path).await.unwrap();
     let start = Instant::now();
@@ -127,78 +132,112 @@ async fn group_commit(dir: &Path, tasks: usize, iters: u64) -> Duration {
     assert_eq!(stats.records, iters);
     log.close().await.unwrap();
     std::fs::remove_file(&path).unwrap();
-
-    let mut all = WRITER.lock().unwrap();
-    let tally = match all.iter_mut().find(|(t, _)| *t == tasks) {
-        Some((_, tally)) => tally,
-        None => {
-            all.push((tasks, Tally::default()));
-            &mut all.last_mut().unwrap().1
-        }
-    };
-    tally.appends += iters;
-    tally.elapsed += elapsed;
-    tally.syncs += stats.syncs;
-    tally.latencies.extend(latencies);
-    elapsed
+    Tally {
+        appends: iters,
+        elapsed,
+        syncs: stats.syncs,
+        latencies,
+    }
 }
 
-fn benches(c: &mut Criterion) {
-    let dir = tempfile::tempdir_in(bench_dir()).unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+fn benches(c: &mut Criterion, dir: &Path) {
+    let runtime = runtime();
     let mut group = c.benchmark_group("group_commit");
     group.throughput(Throughput::Elements(1));
     group.sample_size(10);
     group.bench_function("baseline_write_fdatasync", |b| {
-        b.iter_custom(|iters| baseline(dir.path(), iters))
+        b.iter_custom(|iters| baseline(dir, iters).elapsed)
     });
     for tasks in TASKS {
         group.bench_with_input(
             BenchmarkId::new("writer_tasks", tasks),
             &tasks,
             |b, &tasks| {
-                b.iter_custom(|iters| runtime.block_on(group_commit(dir.path(), tasks, iters)))
+                b.iter_custom(|iters| runtime.block_on(group_commit(dir, tasks, iters)).elapsed)
             },
         );
     }
     group.finish();
 }
 
-fn print_table() {
-    let Some(mut base) = BASELINE.lock().unwrap().take() else {
-        return;
-    };
-    let base_rate = base.appends_per_second();
+/// Rounds of the paired comparison, and the time each side of a round runs.
+const ROUNDS: usize = 5;
+const ROUND_TIME: Duration = Duration::from_millis(300);
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The table: each configuration against the baseline in alternating rounds, so that
+/// both see the same disk (a shared disk's latency drifts over seconds), with the
+/// median of the per-round ratios.
+fn paired_table(dir: &Path) {
+    let runtime = runtime();
+    // Size the rounds from a short first run of each side.
+    let base_rate = baseline(dir, 200).appends_per_second();
+    let base_iters = (base_rate * ROUND_TIME.as_secs_f64()).max(100.0) as u64;
     println!();
-    println!("| appender | appends/s | vs baseline | syncs/append | p50 | p99 |");
-    println!("|---|---:|---:|---:|---:|---:|");
     println!(
-        "| baseline: write + fdatasync per record | {:.0} | 1.0x | 1 | {:.0} µs | {:.0} µs |",
-        base_rate,
+        "paired with the baseline, {ROUNDS} rounds of {} ms each side; ratios are medians of \
+         per-round ratios",
+        ROUND_TIME.as_millis()
+    );
+    println!();
+    println!(
+        "| tasks | appends/s | baseline appends/s | vs baseline | syncs/append | \
+         p50 | p50 vs baseline | p99 |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for tasks in TASKS {
+        let probe = runtime.block_on(group_commit(dir, tasks, 50 * tasks as u64));
+        let iters =
+            (probe.appends_per_second() * ROUND_TIME.as_secs_f64()).max(tasks as f64) as u64;
+        let (mut base_all, mut all) = (Tally::default(), Tally::default());
+        let (mut rate_ratios, mut p50_ratios) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            let mut base = baseline(dir, base_iters);
+            let mut ours = runtime.block_on(group_commit(dir, tasks, iters));
+            rate_ratios.push(ours.appends_per_second() / base.appends_per_second());
+            p50_ratios
+                .push(ours.percentile(0.5).as_secs_f64() / base.percentile(0.5).as_secs_f64());
+            base_all.add(base);
+            all.add(ours);
+        }
+        println!(
+            "| {tasks} | {:.0} | {:.0} | {:.1}x | {:.4} | {:.0} µs | {:.2}x | {:.0} µs |",
+            all.appends_per_second(),
+            base_all.appends_per_second(),
+            median(rate_ratios),
+            all.syncs as f64 / all.appends as f64,
+            all.percentile(0.5).as_secs_f64() * 1e6,
+            median(p50_ratios),
+            all.percentile(0.99).as_secs_f64() * 1e6,
+        );
+    }
+    let mut base = baseline(dir, base_iters);
+    println!(
+        "\nbaseline (write + fdatasync per record): p50 {:.0} µs, p99 {:.0} µs",
         base.percentile(0.5).as_secs_f64() * 1e6,
         base.percentile(0.99).as_secs_f64() * 1e6,
     );
-    let base_p50 = base.percentile(0.5);
-    for (tasks, mut tally) in WRITER.lock().unwrap().drain(..) {
-        let p50 = tally.percentile(0.5);
-        println!(
-            "| AsyncLogWriter, {tasks} tasks | {:.0} | {:.1}x | {:.4} | {:.0} µs ({:.2}x) | {:.0} µs |",
-            tally.appends_per_second(),
-            tally.appends_per_second() / base_rate,
-            tally.syncs as f64 / tally.appends as f64,
-            p50.as_secs_f64() * 1e6,
-            p50.as_secs_f64() / base_p50.as_secs_f64(),
-            tally.percentile(0.99).as_secs_f64() * 1e6,
-        );
-    }
 }
 
 fn main() {
+    let dir = tempfile::tempdir_in(bench_dir()).unwrap();
     let mut criterion = Criterion::default().configure_from_args();
-    benches(&mut criterion);
+    benches(&mut criterion, dir.path());
     criterion.final_summary();
-    print_table();
+    // Not in `cargo bench --no-run`, nor when criterion only lists or tests.
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--list" || a == "--test") {
+        paired_table(dir.path());
+    }
 }
