@@ -17,10 +17,10 @@ use std::path::Path;
 
 use futures::TryStreamExt;
 use tokio::fs::{File, OpenOptions};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio::io::AsyncSeekExt;
 use tokio_util::codec::FramedRead;
 
-use crate::{CorruptionKind, Error, LogDecoder};
+use crate::{Error, LogDecoder};
 
 /// What [`scan_log`] found at the end of a log.
 ///
@@ -64,7 +64,8 @@ impl TailScan {
 /// [`Error::Corruption`] or [`Error::RecordTooLarge`] for damage before the tail: a
 /// log with good records after a bad one must not be cut. Zeros that run from inside
 /// an unfinished fragmented record to the end of the file are a torn tail (the shape
-/// a crash leaves when the file's size reached the disk before its data), not damage.
+/// a power cut leaves when the file's size reached the disk before its data), not
+/// damage.
 /// [`Error::Io`] when the file cannot be read.
 ///
 /// ```
@@ -148,52 +149,15 @@ pub(crate) async fn scan_file(file: &mut File) -> Result<TailScan, Error> {
         }
     };
     let decoder = records.decoder();
-    let valid_len = decoder.valid_prefix_len();
-    let incomplete_tail = decoder.has_incomplete_tail();
-    let stopped_at = decoder.offset();
-    drop(records);
+    let scan = TailScan {
+        valid_len: decoder.valid_prefix_len(),
+        file_len,
+        incomplete_tail: decoder.has_incomplete_tail(),
+    };
     match failure {
-        None => Ok(TailScan {
-            valid_len,
-            file_len,
-            incomplete_tail,
-        }),
-        // A fragmented record cut by zero fill that runs to EOF: the decoder calls it
-        // "error in middle of record" (as LevelDB does), but nothing follows that a
-        // reader could return, so it is a torn tail.
-        Some(Error::Corruption {
-            reason: CorruptionKind::ErrorInMiddleOfRecord,
-            ..
-        }) if zeros_to_end(file, stopped_at, file_len).await? => Ok(TailScan {
-            valid_len,
-            file_len,
-            incomplete_tail: true,
-        }),
+        None => Ok(scan),
         Some(e) => Err(e),
     }
 }
 
 const READ_CHUNK: usize = 64 * 1024;
-
-/// Whether the file holds only zero bytes from `from` to `file_len` (and at least one).
-async fn zeros_to_end(file: &mut File, from: u64, file_len: u64) -> Result<bool, Error> {
-    if from >= file_len {
-        return Ok(false);
-    }
-    file.seek(SeekFrom::Start(from)).await?;
-    let mut chunk = vec![0u8; READ_CHUNK];
-    let mut left = file_len - from;
-    while left > 0 {
-        let want = left.min(READ_CHUNK as u64) as usize;
-        let n = file.read(&mut chunk[..want]).await?;
-        if n == 0 {
-            // The file shrank under us: what was there is not ours to judge.
-            return Ok(false);
-        }
-        if chunk[..n].iter().any(|&b| b != 0) {
-            return Ok(false);
-        }
-        left -= n as u64;
-    }
-    Ok(true)
-}
