@@ -40,11 +40,6 @@ impl FileStorage {
     pub fn new(file: File) -> FileStorage {
         FileStorage { file }
     }
-
-    /// The file underneath.
-    pub fn file(&self) -> &File {
-        &self.file
-    }
 }
 
 impl Storage for FileStorage {
