@@ -569,9 +569,22 @@ impl LogDecoder {
         let n = wanted.min(src.len());
         match skip.why {
             SkipReason::Trailer => self.stats.trailer_bytes += n as u64,
-            SkipReason::ZeroFill => self.stats.zero_fill_bytes += n as u64,
+            SkipReason::ZeroFill => {
+                self.stats.zero_fill_bytes += n as u64;
+                if self.cut_by_zeros && src[..n].iter().any(|&b| b != 0) {
+                    // Data behind the zeros: the record they cut is damage, not a
+                    // torn tail.
+                    self.cut_by_zeros = false;
+                    if let Some(cut) = self.abandon_assembly() {
+                        self.corrupt(cut)?;
+                    }
+                }
+            }
             SkipReason::Damage { .. } | SkipReason::Reported => {}
         }
+        let Some(skip) = self.skip.as_mut() else {
+            return Ok(true);
+        };
         if n < wanted {
             let reported = std::mem::replace(&mut skip.why, SkipReason::Reported);
             src.advance(n);

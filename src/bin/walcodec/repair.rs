@@ -2,7 +2,9 @@
 //!
 //! Without options it truncates a torn tail (what a writer that died mid-write
 //! leaves) back to the end of the last complete record, and syncs. It refuses a log
-//! damaged before its tail: truncating would not fix it. `--salvage OUT` copies
+//! damaged before its tail: truncating would not fix it. The cut is the library's
+//! `walcodec::repair_log`, the one `AsyncLogWriter` makes when it reopens a log, so
+//! the tool and the writer agree on where a log ends. `--salvage OUT` copies
 //! every readable record of any log, damaged or not, into a new clean log.
 //!
 //! Output, one line on stdout:
@@ -19,10 +21,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use bytes::BytesMut;
-use walcodec::LogEncoder;
+use walcodec::{repair_log, scan_log, LogEncoder, TailScan};
 
 use crate::common::{open_reader, progress_bar, Failure, Limits, RecoveryArg, Status};
-use crate::scan::{scan, Visitor};
 use crate::write::sync_parent;
 
 #[derive(Debug, clap::Args)]
@@ -40,74 +41,61 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     match &args.salvage {
         Some(out) => salvage(&args.file, out, limits).await,
-        None => truncate(&args.file, args.dry_run, limits),
+        // repair_log reads with the library's default record limit.
+        None => truncate(&args.file, args.dry_run).await,
     }
 }
 
-/// What the end of a log looks like.
-#[derive(Debug)]
-struct Tail {
-    /// The end of the last complete record: where the log may be cut.
-    valid_len: u64,
-    file_len: u64,
-    /// Damage before the tail (a log that truncation cannot fix).
-    damage: Option<String>,
+/// The scan of `scan_log` / `repair_log`, or the status of a log they refused
+/// (damage before the tail), explained on stderr; an I/O error is a failure.
+fn judge_scan(
+    path: &Path,
+    scan: Result<TailScan, walcodec::Error>,
+) -> Result<Result<TailScan, Status>, Failure> {
+    match scan {
+        Ok(scan) => Ok(Ok(scan)),
+        Err(walcodec::Error::Io(e)) => Err(Failure::io(path, e)),
+        Err(damage) => {
+            eprintln!(
+                "walcodec: {}: damaged before its tail ({damage}); truncating would not fix it (see `walcodec verify`; --salvage OUT copies what is readable)",
+                path.display()
+            );
+            Ok(Err(Status::Corrupt))
+        }
+    }
 }
 
-/// Reads the whole log to find where its last complete record ends.
-///
-/// Built on a `TolerateTail` decoder's own account of the tail (`valid_prefix_len`),
-/// so it agrees with what any reader of this crate returns: everything past
-/// `valid_len` is bytes that produced no record (a torn fragment, an unfinished
-/// fragmented record, zeros).
-fn scan_tail(path: &Path, limits: Limits) -> Result<Tail, Failure> {
-    struct Nothing;
-    impl Visitor for Nothing {}
-    let end = scan(path, 0, true, limits, &mut Nothing)?;
-    Ok(Tail {
-        valid_len: end.strict.valid_prefix_len,
-        file_len: end.file_len,
-        damage: end.strict.damage,
-    })
-}
-
-fn truncate(path: &Path, dry_run: bool, limits: Limits) -> Result<Status, Failure> {
-    let tail = scan_tail(path, limits)?;
+/// Cuts the torn tail with the library's `repair_log` (or only looks, with
+/// `scan_log`): the rule the durable writer applies when it reopens a log.
+async fn truncate(path: &Path, dry_run: bool) -> Result<Status, Failure> {
     let name = path.display();
-    if let Some(damage) = &tail.damage {
-        eprintln!(
-            "walcodec: {name}: damaged before its tail ({damage}); truncating would not fix it (see `walcodec verify`; --salvage OUT copies what is readable)"
-        );
-        return Ok(Status::Corrupt);
-    }
-    if tail.valid_len == tail.file_len {
+    let scan = if dry_run {
+        scan_log(path).await
+    } else {
+        repair_log(path).await
+    };
+    let scan = match judge_scan(path, scan)? {
+        Ok(scan) => scan,
+        Err(status) => return Ok(status),
+    };
+    if !scan.needs_repair() {
         println!(
             "{name}: clean ({} bytes), nothing to truncate",
-            tail.file_len
+            scan.file_len
         );
         return Ok(Status::Clean);
     }
-    let cut = tail.file_len - tail.valid_len;
-    if dry_run {
-        println!(
-            "{name}: would truncate {cut} bytes after offset {}, the end of its last complete record",
-            tail.valid_len
-        );
-        return Ok(Status::TornTail);
-    }
-    truncate_durably(path, tail.valid_len).map_err(|e| Failure::io(path, e))?;
+    let (verb, status) = if dry_run {
+        ("would truncate", Status::TornTail)
+    } else {
+        ("truncated", Status::Clean)
+    };
     println!(
-        "{name}: truncated {cut} bytes after offset {}, the end of its last complete record",
-        tail.valid_len
+        "{name}: {verb} {} bytes after offset {}, the end of its last complete record",
+        scan.tail_bytes(),
+        scan.valid_len
     );
-    Ok(Status::Clean)
-}
-
-/// Cuts the file at `len` and syncs, so the cut survives a crash.
-fn truncate_durably(path: &Path, len: u64) -> io::Result<()> {
-    let file = OpenOptions::new().write(true).open(path)?;
-    file.set_len(len)?;
-    file.sync_all()
+    Ok(status)
 }
 
 /// Bytes of encoded log gathered before a write to OUT.
