@@ -54,7 +54,7 @@ pub use error::{Corruption, CorruptionKind, Error};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
 pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
-pub use repair::{repair_log, scan_log, TailScan};
+pub use repair::{repair_log, repair_log_with_limit, scan_log, scan_log_with_limit, TailScan};
 pub use writer::{
     AsyncLogWriter, WriterOptions, WriterStats, DEFAULT_IDLE_SPIN, DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_MAX_QUEUED_BYTES,

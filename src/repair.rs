@@ -20,7 +20,7 @@ use tokio::fs::{File, OpenOptions};
 use tokio::io::AsyncSeekExt;
 use tokio_util::codec::FramedRead;
 
-use crate::{Error, LogDecoder};
+use crate::{Error, LogDecoder, DEFAULT_MAX_RECORD_BYTES};
 
 /// What [`scan_log`] found at the end of a log.
 ///
@@ -89,8 +89,17 @@ impl TailScan {
 /// # }
 /// ```
 pub async fn scan_log(path: impl AsRef<Path>) -> Result<TailScan, Error> {
+    scan_log_with_limit(path, DEFAULT_MAX_RECORD_BYTES).await
+}
+
+/// [`scan_log`] for logs whose records may exceed the default 64 MiB limit (or should
+/// be held to a smaller one): records up to `max_record_bytes` count as complete.
+pub async fn scan_log_with_limit(
+    path: impl AsRef<Path>,
+    max_record_bytes: usize,
+) -> Result<TailScan, Error> {
     let mut file = File::open(path).await?;
-    scan_file(&mut file).await
+    scan_file(&mut file, max_record_bytes).await
 }
 
 /// Scans the log at `path` like [`scan_log`] and, when bytes follow the last complete
@@ -121,14 +130,25 @@ pub async fn scan_log(path: impl AsRef<Path>) -> Result<TailScan, Error> {
 /// # }
 /// ```
 pub async fn repair_log(path: impl AsRef<Path>) -> Result<TailScan, Error> {
+    repair_log_with_limit(path, DEFAULT_MAX_RECORD_BYTES).await
+}
+
+/// [`repair_log`] with a record-size limit other than the default 64 MiB.
+pub async fn repair_log_with_limit(
+    path: impl AsRef<Path>,
+    max_record_bytes: usize,
+) -> Result<TailScan, Error> {
     let mut file = OpenOptions::new().read(true).write(true).open(path).await?;
-    repair_file(&mut file).await
+    repair_file(&mut file, max_record_bytes).await
 }
 
 /// Scans an open log and cuts its tail durably. The file's position afterwards is
 /// unspecified.
-pub(crate) async fn repair_file(file: &mut File) -> Result<TailScan, Error> {
-    let scan = scan_file(file).await?;
+pub(crate) async fn repair_file(
+    file: &mut File,
+    max_record_bytes: usize,
+) -> Result<TailScan, Error> {
+    let scan = scan_file(file, max_record_bytes).await?;
     if scan.needs_repair() {
         file.set_len(scan.valid_len).await?;
         file.sync_all().await?;
@@ -137,10 +157,16 @@ pub(crate) async fn repair_file(file: &mut File) -> Result<TailScan, Error> {
 }
 
 /// Scans an open log from its start. The file's position afterwards is unspecified.
-pub(crate) async fn scan_file(file: &mut File) -> Result<TailScan, Error> {
+pub(crate) async fn scan_file(file: &mut File, max_record_bytes: usize) -> Result<TailScan, Error> {
     file.seek(SeekFrom::Start(0)).await?;
     let file_len = file.metadata().await?.len();
-    let mut records = FramedRead::with_capacity(&mut *file, LogDecoder::new(), READ_CHUNK);
+    let mut records = FramedRead::with_capacity(
+        &mut *file,
+        LogDecoder::builder()
+            .max_record_bytes(max_record_bytes)
+            .build(),
+        READ_CHUNK,
+    );
     let failure = loop {
         match records.try_next().await {
             Ok(Some(_)) => {}

@@ -188,7 +188,7 @@ impl WriterOptions {
                     .write(true)
                     .open(path)
                     .await?;
-                let scan = repair_file(&mut file).await?;
+                let scan = repair_file(&mut file, crate::DEFAULT_MAX_RECORD_BYTES).await?;
                 self.from_file(file, scan.valid_len).await
             }
             Err(e) => Err(e.into()),

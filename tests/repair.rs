@@ -335,3 +335,24 @@ async fn decoder_sees_a_record_after_zeros_in_the_same_block() {
         "a good record after the zeros is damage, not a torn tail: {result:?}"
     );
 }
+
+/// The record limit is the caller's: a log with a record above a small limit is
+/// refused (not cut) under that limit and clean under the default.
+#[tokio::test]
+async fn scan_and_repair_take_a_record_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.log");
+    let (log, _) = encode(&[record(1, 100), record(2, 3 * BLOCK_SIZE)]);
+    std::fs::write(&path, &log).unwrap();
+    assert!(!walcodec::scan_log(&path).await.unwrap().needs_repair());
+    let refused = walcodec::repair_log_with_limit(&path, BLOCK_SIZE).await;
+    assert!(
+        matches!(refused, Err(Error::RecordTooLarge { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), log);
+    let scan = walcodec::scan_log_with_limit(&path, 4 * BLOCK_SIZE)
+        .await
+        .unwrap();
+    assert_eq!(scan.valid_len, log.len() as u64);
+}

@@ -21,7 +21,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use bytes::BytesMut;
-use walcodec::{repair_log, scan_log, LogEncoder, TailScan};
+use walcodec::{repair_log_with_limit, scan_log_with_limit, LogEncoder, TailScan};
 
 use crate::common::{open_reader, progress_bar, Failure, Limits, RecoveryArg, Status};
 use crate::write::sync_parent;
@@ -41,8 +41,7 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     match &args.salvage {
         Some(out) => salvage(&args.file, out, limits).await,
-        // repair_log reads with the library's default record limit.
-        None => truncate(&args.file, args.dry_run).await,
+        None => truncate(&args.file, args.dry_run, limits).await,
     }
 }
 
@@ -67,12 +66,12 @@ fn judge_scan(
 
 /// Cuts the torn tail with the library's `repair_log` (or only looks, with
 /// `scan_log`): the rule the durable writer applies when it reopens a log.
-async fn truncate(path: &Path, dry_run: bool) -> Result<Status, Failure> {
+async fn truncate(path: &Path, dry_run: bool, limits: Limits) -> Result<Status, Failure> {
     let name = path.display();
     let scan = if dry_run {
-        scan_log(path).await
+        scan_log_with_limit(path, limits.max_record_bytes).await
     } else {
-        repair_log(path).await
+        repair_log_with_limit(path, limits.max_record_bytes).await
     };
     let scan = match judge_scan(path, scan)? {
         Ok(scan) => scan,
