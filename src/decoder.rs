@@ -727,8 +727,10 @@ impl LogDecoder {
                 continue;
             }
 
-            src.advance(HEADER_SIZE);
-            let payload = src.split_to(length).freeze();
+            // Advancing the frozen view is a pointer bump; advancing the BytesMut
+            // is not inlined.
+            let mut payload = src.split_to(fragment_len).freeze();
+            payload.advance(HEADER_SIZE);
             self.offset += fragment_len as u64;
             self.stats.fragments += 1;
 
