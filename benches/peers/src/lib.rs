@@ -1,0 +1,1 @@
+//! Nothing here: this crate holds only benches and tests (see Cargo.toml).
