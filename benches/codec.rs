@@ -14,72 +14,16 @@
 //! ```
 
 use std::hint::black_box;
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use futures::StreamExt;
-use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::codec::{Decoder, FramedRead};
 use walcodec::{LogDecoder, LogEncoder};
 
-/// Record bytes handled per iteration.
-const BYTES_PER_ITERATION: usize = 4 << 20;
+mod common;
 
-const RECORD_SIZES: [(&str, usize); 4] = [
-    ("100B", 100),
-    ("1KiB", 1 << 10),
-    ("32KiB", 32 << 10),
-    ("1MiB", 1 << 20),
-];
-
-/// Records of `size` bytes of pseudo-random content (so nothing compresses or
-/// short-circuits), about `BYTES_PER_ITERATION` in all.
-fn records(size: usize) -> Vec<Vec<u8>> {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ size as u64;
-    (0..BYTES_PER_ITERATION / size)
-        .map(|_| {
-            (0..size)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    state as u8
-                })
-                .collect()
-        })
-        .collect()
-}
-
-fn encode_log(records: &[Vec<u8>]) -> Bytes {
-    let mut encoder = LogEncoder::new();
-    let mut log = BytesMut::new();
-    for record in records {
-        encoder.encode_record(record, &mut log);
-    }
-    log.freeze()
-}
-
-/// An in-memory source that returns at most `read_size` bytes per read.
-struct MemoryReader {
-    data: Bytes,
-    read_size: usize,
-}
-
-impl AsyncRead for MemoryReader {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let n = self.read_size.min(self.data.len()).min(buf.remaining());
-        let chunk = self.data.split_to(n);
-        buf.put_slice(&chunk);
-        Poll::Ready(Ok(()))
-    }
-}
+use common::{encode_log, records, MemoryReader, RECORD_SIZES};
 
 fn codec(c: &mut Criterion) {
     for (name, size) in RECORD_SIZES {

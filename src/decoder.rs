@@ -196,6 +196,7 @@ impl LogDecoderBuilder {
             last_record: None,
             valid_end: self.start_offset,
             incomplete_tail: false,
+            cut_by_zeros: false,
             stats: DecodeStats::default(),
         }
     }
@@ -338,6 +339,9 @@ pub struct LogDecoder {
     last_record: Option<Position>,
     valid_end: u64,
     incomplete_tail: bool,
+    /// Zero fill cut the open record; whether that is damage or a torn tail depends
+    /// on what follows the zeros.
+    cut_by_zeros: bool,
     stats: DecodeStats,
 }
 
@@ -565,9 +569,22 @@ impl LogDecoder {
         let n = wanted.min(src.len());
         match skip.why {
             SkipReason::Trailer => self.stats.trailer_bytes += n as u64,
-            SkipReason::ZeroFill => self.stats.zero_fill_bytes += n as u64,
+            SkipReason::ZeroFill => {
+                self.stats.zero_fill_bytes += n as u64;
+                if self.cut_by_zeros && src[..n].iter().any(|&b| b != 0) {
+                    // Data behind the zeros: the record they cut is damage, not a
+                    // torn tail.
+                    self.cut_by_zeros = false;
+                    if let Some(cut) = self.abandon_assembly() {
+                        self.corrupt(cut)?;
+                    }
+                }
+            }
             SkipReason::Damage { .. } | SkipReason::Reported => {}
         }
+        let Some(skip) = self.skip.as_mut() else {
+            return Ok(true);
+        };
         if n < wanted {
             let reported = std::mem::replace(&mut skip.why, SkipReason::Reported);
             src.advance(n);
@@ -644,10 +661,24 @@ impl LogDecoder {
                     until: self.offset + block_left as u64,
                     why: SkipReason::ZeroFill,
                 });
-                if let Some(cut) = self.abandon_assembly() {
-                    self.corrupt(cut)?;
+                if self.recovery == Recovery::SkipCorrupted {
+                    if let Some(cut) = self.abandon_assembly() {
+                        self.corrupt(cut)?;
+                    }
+                } else if !matches!(self.assembly, Assembly::Idle) {
+                    // Zeros after a FIRST are what a power cut leaves when the file's
+                    // size reached the disk before its data: a torn tail if only
+                    // zeros follow to EOF, damage if anything else does.
+                    self.cut_by_zeros = true;
                 }
                 continue;
+            }
+            if self.cut_by_zeros {
+                self.cut_by_zeros = false;
+                if let Some(cut) = self.abandon_assembly() {
+                    self.corrupt(cut)?;
+                    continue;
+                }
             }
 
             if HEADER_SIZE + length > block_left {
@@ -696,8 +727,10 @@ impl LogDecoder {
                 continue;
             }
 
-            src.advance(HEADER_SIZE);
-            let payload = src.split_to(length).freeze();
+            // Advancing the frozen view is a pointer bump; advancing the BytesMut
+            // is not inlined.
+            let mut payload = src.split_to(fragment_len).freeze();
+            payload.advance(HEADER_SIZE);
             self.offset += fragment_len as u64;
             self.stats.fragments += 1;
 

@@ -71,7 +71,26 @@ impl LogEncoder {
     }
 
     /// Appends one record to `dst` and returns where it sits in the log.
+    #[inline]
     pub fn encode_record(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
+        let fragment_len = HEADER_SIZE + record.len();
+        if fragment_len <= BLOCK_SIZE - self.block_offset() {
+            // The common case: the record fits in the current block as one FULL
+            // fragment, with no trailer before it.
+            let start = self.offset;
+            dst.reserve(fragment_len);
+            dst.put_slice(&fragment_header(RecordType::Full, record));
+            dst.put_slice(record);
+            self.offset += fragment_len as u64;
+            return Position {
+                start,
+                end: self.offset,
+            };
+        }
+        self.encode_fragments(record, dst)
+    }
+
+    fn encode_fragments(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
         dst.reserve(self.encoded_len(record.len()));
         let mut left = record;
         let mut begins = true;

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 
 /// Errors of the LevelDB log codec and writer.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +37,23 @@ pub enum Error {
         /// The configured limit.
         max: usize,
     },
+
+    /// An [`AsyncLogWriter`](crate::AsyncLogWriter) accepts no more appends because a
+    /// write or sync failed. Records from `offset` on may be missing or torn in the
+    /// file; reopening the log with [`AsyncLogWriter::open`](crate::AsyncLogWriter::open)
+    /// repairs it to a clean prefix.
+    #[error("log writer stopped by a failed write or sync at offset {offset}; reopen the log to repair it")]
+    Poisoned {
+        /// Log offset where the failed batch began: every byte before it was synced.
+        offset: u64,
+        /// The failure that stopped the writer.
+        #[source]
+        source: Arc<io::Error>,
+    },
+
+    /// The [`AsyncLogWriter`](crate::AsyncLogWriter) was closed, or its flusher is gone.
+    #[error("log writer is closed")]
+    Closed,
 }
 
 /// What is wrong with a damaged piece of a log.

@@ -41,8 +41,11 @@ mod decoder;
 mod encoder;
 mod error;
 pub mod format;
+pub mod physical;
 mod reader;
 pub mod recordio;
+mod repair;
+mod writer;
 
 pub use codec::LogCodec;
 pub use decoder::{DecodeStats, LogDecoder, LogDecoderBuilder, Recovery, DEFAULT_MAX_RECORD_BYTES};
@@ -51,3 +54,14 @@ pub use error::{Corruption, CorruptionKind, Error};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
 pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
+pub use repair::{repair_log, repair_log_with_limit, scan_log, scan_log_with_limit, TailScan};
+pub use writer::{
+    AsyncLogWriter, WriterOptions, WriterStats, DEFAULT_IDLE_SPIN, DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_MAX_QUEUED_BYTES,
+};
+
+/// Hooks for this crate's own tests (fault injection). Not a stable API.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::writer::{FileStorage, Storage};
+}

@@ -438,3 +438,32 @@ async fn record_too_large() {
     assert_eq!(reports[0].kind(), CorruptionKind::RecordTooLarge);
     assert_eq!((reports[0].offset(), reports[0].bytes()), (50228, 70000));
 }
+
+/// A power cut can leave a file whose size reached the disk before its data: a FIRST
+/// fragment, then zeros to EOF. That is a torn tail, not damage, except in
+/// SkipCorrupted, which reports it as LevelDB does.
+#[tokio::test]
+async fn first_then_zeros_to_eof_is_a_torn_tail() {
+    let (log, _) = clean_log();
+    let mut cut = log[..D_MIDDLE].to_vec();
+    cut.resize(D_LAST + 100, 0); // zero block 2 and part of block 3
+    for mode in [Recovery::TolerateTail, Recovery::PointInTime] {
+        let out = read(&cut, mode).await;
+        assert_eq!(out.records, [A, B, C], "{mode:?}");
+        assert_eq!(out.end, End::Clean, "{mode:?}");
+        assert!(out.reports.is_empty(), "{mode:?}");
+        assert!(out.incomplete_tail, "{mode:?}");
+    }
+    let strict = read(&cut, Recovery::AbsoluteConsistency).await;
+    assert_eq!(strict.records, [A, B, C]);
+    assert_eq!(
+        strict.end,
+        End::Failed(50228, CorruptionKind::TruncatedTail.to_string())
+    );
+    let skip = read(&cut, Recovery::SkipCorrupted).await;
+    assert_eq!(skip.records, [A, B, C]);
+    assert_eq!(
+        skip.reports,
+        [rep(50228, 15301, "error in middle of record")]
+    );
+}

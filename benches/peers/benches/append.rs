@@ -48,20 +48,11 @@ fn bench_dir() -> PathBuf {
 }
 
 fn records(size: usize) -> Vec<Vec<u8>> {
-    let mut state = 0x2545_f491_4f6c_dd1du64 ^ size as u64;
-    (0..DISTINCT_RECORDS)
-        .map(|_| {
-            (0..size)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    state as u8
-                })
-                .collect()
-        })
-        .collect()
+    common::pseudo_random_records(size, DISTINCT_RECORDS, 0x2545_f491_4f6c_dd1d)
 }
+
+#[path = "../../common/mod.rs"]
+mod common;
 
 fn append(c: &mut Criterion) {
     for (name, size) in RECORD_SIZES {

@@ -1,0 +1,243 @@
+//! Group commit: appends per second, syncs per append and append latency of
+//! `AsyncLogWriter` with 1, 16, 64 and 256 tasks appending 100-byte records to a real
+//! file, beside a baseline in the same run that writes and `fdatasync`s each record on
+//! a std file.
+//!
+//! Criterion reports time per append (and appends/s as throughput). Then a table is
+//! printed from a paired run: each configuration alternates with the baseline over a
+//! few short rounds (a shared disk's sync latency drifts over seconds, which would
+//! skew a ratio between runs made far apart), with appends/s and p50 latency as
+//! median per-round ratios to the baseline, syncs per append, and p50/p99 latency.
+//!
+//! ```text
+//! cargo bench --bench group_commit -- --warm-up-time 1 --measurement-time 3
+//! ```
+//!
+//! Files go to `WALCODEC_BENCH_DIR`, else the system temp dir: it must be on a real
+//! disk (not tmpfs), or syncs cost nothing and the comparison means nothing.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use criterion::{BenchmarkId, Criterion, Throughput};
+use walcodec::{AsyncLogWriter, LogEncoder};
+
+const RECORD_BYTES: usize = 100;
+const TASKS: [usize; 4] = [1, 16, 64, 256];
+
+/// What one run (or several) of a configuration did.
+#[derive(Default, Clone)]
+struct Tally {
+    appends: u64,
+    elapsed: Duration,
+    syncs: u64,
+    latencies: Vec<Duration>,
+}
+
+impl Tally {
+    fn add(&mut self, other: Tally) {
+        self.appends += other.appends;
+        self.elapsed += other.elapsed;
+        self.syncs += other.syncs;
+        self.latencies.extend(other.latencies);
+    }
+
+    fn appends_per_second(&self) -> f64 {
+        self.appends as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn percentile(&mut self, p: f64) -> Duration {
+        self.latencies.sort_unstable();
+        let i = ((self.latencies.len() as f64 - 1.0) * p).round() as usize;
+        self.latencies[i]
+    }
+}
+
+static FILE_NUMBER: AtomicU64 = AtomicU64::new(0);
+
+fn bench_dir() -> PathBuf {
+    std::env::var_os("WALCODEC_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+fn fresh_path(dir: &Path) -> PathBuf {
+    let n = FILE_NUMBER.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!("{n:06}.log"))
+}
+
+fn record(task: usize, seq: u64) -> Vec<u8> {
+    let mut record = vec![b'.'; RECORD_BYTES];
+    record[..8].copy_from_slice(&(task as u64).to_le_bytes());
+    record[8..16].copy_from_slice(&seq.to_le_bytes());
+    record
+}
+
+/// One `write` + `fdatasync` per record on a std file: what group commit is measured
+/// against. Records are framed by `LogEncoder`, so both write the same bytes.
+fn baseline(dir: &Path, iters: u64) -> Tally {
+    let path = fresh_path(dir);
+    let mut file = std::fs::File::create(&path).unwrap();
+    let mut encoder = LogEncoder::new();
+    let mut buf = BytesMut::new();
+    let mut latencies = Vec::with_capacity(iters as usize);
+    let start = Instant::now();
+    for seq in 0..iters {
+        let began = Instant::now();
+        buf.clear();
+        encoder.encode_record(&record(0, seq), &mut buf);
+        file.write_all(&buf).unwrap();
+        file.sync_data().unwrap();
+        latencies.push(began.elapsed());
+    }
+    let elapsed = start.elapsed();
+    std::fs::remove_file(&path).unwrap();
+    Tally {
+        appends: iters,
+        elapsed,
+        syncs: iters,
+        latencies,
+    }
+}
+
+/// `iters` appends spread over `tasks` tasks, each awaiting its append before the next.
+async fn group_commit(dir: &Path, tasks: usize, iters: u64) -> Tally {
+    let path = fresh_path(dir);
+    let log = AsyncLogWriter::create(&path).await.unwrap();
+    let start = Instant::now();
+    let mut handles = Vec::with_capacity(tasks);
+    for task in 0..tasks {
+        let appends = iters / tasks as u64 + u64::from((task as u64) < iters % tasks as u64);
+        let log = log.clone();
+        handles.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(appends as usize);
+            for seq in 0..appends {
+                let record = record(task, seq);
+                let began = Instant::now();
+                log.append(&record).await.unwrap();
+                latencies.push(began.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut latencies = Vec::with_capacity(iters as usize);
+    for handle in handles {
+        latencies.extend(handle.await.unwrap());
+    }
+    let elapsed = start.elapsed();
+    let stats = log.stats();
+    assert_eq!(stats.records, iters);
+    log.close().await.unwrap();
+    std::fs::remove_file(&path).unwrap();
+    Tally {
+        appends: iters,
+        elapsed,
+        syncs: stats.syncs,
+        latencies,
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn benches(c: &mut Criterion, dir: &Path) {
+    let runtime = runtime();
+    let mut group = c.benchmark_group("group_commit");
+    group.throughput(Throughput::Elements(1));
+    group.sample_size(10);
+    group.bench_function("baseline_write_fdatasync", |b| {
+        b.iter_custom(|iters| baseline(dir, iters).elapsed)
+    });
+    for tasks in TASKS {
+        group.bench_with_input(
+            BenchmarkId::new("writer_tasks", tasks),
+            &tasks,
+            |b, &tasks| {
+                b.iter_custom(|iters| runtime.block_on(group_commit(dir, tasks, iters)).elapsed)
+            },
+        );
+    }
+    group.finish();
+}
+
+/// Rounds of the paired comparison, and the time each side of a round runs.
+const ROUNDS: usize = 5;
+const ROUND_TIME: Duration = Duration::from_millis(300);
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The table: each configuration against the baseline in alternating rounds, so that
+/// both see the same disk (a shared disk's latency drifts over seconds), with the
+/// median of the per-round ratios.
+fn paired_table(dir: &Path) {
+    let runtime = runtime();
+    // Size the rounds from a short first run of each side.
+    let base_rate = baseline(dir, 200).appends_per_second();
+    let base_iters = (base_rate * ROUND_TIME.as_secs_f64()).max(100.0) as u64;
+    println!();
+    println!(
+        "paired with the baseline, {ROUNDS} rounds of {} ms each side; ratios are medians of \
+         per-round ratios",
+        ROUND_TIME.as_millis()
+    );
+    println!();
+    println!(
+        "| tasks | appends/s | baseline appends/s | vs baseline | syncs/append | \
+         p50 | p50 vs baseline | p99 |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for tasks in TASKS {
+        let probe = runtime.block_on(group_commit(dir, tasks, 50 * tasks as u64));
+        let iters =
+            (probe.appends_per_second() * ROUND_TIME.as_secs_f64()).max(tasks as f64) as u64;
+        let (mut base_all, mut all) = (Tally::default(), Tally::default());
+        let (mut rate_ratios, mut p50_ratios) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            let mut base = baseline(dir, base_iters);
+            let mut ours = runtime.block_on(group_commit(dir, tasks, iters));
+            rate_ratios.push(ours.appends_per_second() / base.appends_per_second());
+            p50_ratios
+                .push(ours.percentile(0.5).as_secs_f64() / base.percentile(0.5).as_secs_f64());
+            base_all.add(base);
+            all.add(ours);
+        }
+        println!(
+            "| {tasks} | {:.0} | {:.0} | {:.1}x | {:.4} | {:.0} µs | {:.2}x | {:.0} µs |",
+            all.appends_per_second(),
+            base_all.appends_per_second(),
+            median(rate_ratios),
+            all.syncs as f64 / all.appends as f64,
+            all.percentile(0.5).as_secs_f64() * 1e6,
+            median(p50_ratios),
+            all.percentile(0.99).as_secs_f64() * 1e6,
+        );
+    }
+    let mut base = baseline(dir, base_iters);
+    println!(
+        "\nbaseline (write + fdatasync per record): p50 {:.0} µs, p99 {:.0} µs",
+        base.percentile(0.5).as_secs_f64() * 1e6,
+        base.percentile(0.99).as_secs_f64() * 1e6,
+    );
+}
+
+fn main() {
+    let dir = tempfile::tempdir_in(bench_dir()).unwrap();
+    let mut criterion = Criterion::default().configure_from_args();
+    benches(&mut criterion, dir.path());
+    criterion.final_summary();
+    // Not in `cargo bench --no-run`, nor when criterion only lists or tests.
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--list" || a == "--test") {
+        paired_table(dir.path());
+    }
+}

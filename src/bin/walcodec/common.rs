@@ -1,0 +1,319 @@
+//! What the subcommands share: exit status, errors, record formatting, opening a log
+//! for reading, and the progress bar.
+
+use std::fmt;
+use std::io::{self, IsTerminal, SeekFrom, Write};
+use std::path::Path;
+
+use clap::ValueEnum;
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::io::AsyncSeekExt;
+use walcodec::{
+    block_start, Corruption, CorruptionKind, LogDecoder, LogReader, Recovery,
+    DEFAULT_MAX_RECORD_BYTES,
+};
+
+/// What a command found in a log; maps to the exit status documented in `--help`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Status {
+    /// Nothing wrong.
+    Clean,
+    /// The tail is torn, nothing else is wrong.
+    TornTail,
+    /// Something was dropped.
+    Corrupt,
+}
+
+impl Status {
+    /// The exit status of a usage or I/O error.
+    pub(crate) const ERROR_CODE: u8 = 2;
+
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Status::Clean => 0,
+            Status::Corrupt => 1,
+            Status::TornTail => 3,
+        }
+    }
+
+    /// The status of a read that made `corruptions` reports and saw (or not) a torn
+    /// tail: corruption outranks a torn tail.
+    pub(crate) fn judge(corruptions: u64, torn_tail: bool) -> Status {
+        if corruptions > 0 {
+            Status::Corrupt
+        } else if torn_tail {
+            Status::TornTail
+        } else {
+            Status::Clean
+        }
+    }
+}
+
+/// An error that stops a command: printed as one line, exit status 2.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    message: String,
+    broken_pipe: bool,
+}
+
+impl Failure {
+    pub(crate) fn new(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            broken_pipe: false,
+        }
+    }
+
+    /// An I/O error on `path`.
+    pub(crate) fn io(path: &Path, error: io::Error) -> Failure {
+        Failure::new(format!("{}: {}", path.display(), io_message(&error)))
+    }
+
+    /// An error of the library while reading or writing `path`.
+    pub(crate) fn log(path: &Path, error: walcodec::Error) -> Failure {
+        match error {
+            walcodec::Error::Io(e) => Failure::io(path, e),
+            other => Failure::new(format!("{}: {other}", path.display())),
+        }
+    }
+
+    /// Whether this is stdout's reader going away, which ends a command quietly.
+    pub(crate) fn is_broken_pipe(&self) -> bool {
+        self.broken_pipe
+    }
+}
+
+/// Errors writing to stdout (the only I/O without a path).
+impl From<io::Error> for Failure {
+    fn from(error: io::Error) -> Failure {
+        Failure {
+            broken_pipe: error.kind() == io::ErrorKind::BrokenPipe,
+            message: format!("stdout: {}", io_message(&error)),
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The error text without Rust's " (os error N)" suffix, which users do not need.
+fn io_message(error: &io::Error) -> String {
+    let text = error.to_string();
+    match text.find(" (os error") {
+        Some(cut) => text[..cut].to_string(),
+        None => text,
+    }
+}
+
+/// Bounds that apply to every command.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub(crate) struct Limits {
+    /// The largest record read or written. A larger one in a log is reported as damage
+    /// ("record too large"); it bounds the memory a damaged or hostile log can take.
+    #[arg(long, global = true, value_name = "BYTES", default_value_t = DEFAULT_MAX_RECORD_BYTES)]
+    pub(crate) max_record_bytes: usize,
+}
+
+/// How a reading command treats damage (RocksDB's WAL recovery modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RecoveryArg {
+    /// Report each damaged piece and go on with the next block (LevelDB's reader).
+    SkipCorrupted,
+    /// Stop at the first damage, a torn tail excepted.
+    TolerateTail,
+    /// Report the first damage and stop there quietly: what came before is the log.
+    PointInTime,
+    /// Stop at any damage, a torn tail included.
+    AbsoluteConsistency,
+}
+
+impl From<RecoveryArg> for Recovery {
+    fn from(arg: RecoveryArg) -> Recovery {
+        match arg {
+            RecoveryArg::SkipCorrupted => Recovery::SkipCorrupted,
+            RecoveryArg::TolerateTail => Recovery::TolerateTail,
+            RecoveryArg::PointInTime => Recovery::PointInTime,
+            RecoveryArg::AbsoluteConsistency => Recovery::AbsoluteConsistency,
+        }
+    }
+}
+
+/// Appends `data` as printable ASCII: bytes 0x20..=0x7e as they are (a backslash
+/// doubled), everything else as `\xNN`.
+pub(crate) fn escape_into(data: &[u8], out: &mut Vec<u8>) {
+    for &byte in data {
+        match byte {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x20..=0x7e => out.push(byte),
+            _ => {
+                out.extend_from_slice(b"\\x");
+                hex_into(&[byte], out);
+            }
+        }
+    }
+}
+
+/// Appends `data` as lowercase hex.
+pub(crate) fn hex_into(data: &[u8], out: &mut Vec<u8>) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(data.len() * 2);
+    for &byte in data {
+        out.push(DIGITS[(byte >> 4) as usize]);
+        out.push(DIGITS[(byte & 0xf) as usize]);
+    }
+}
+
+/// Decodes one line of hex (either case); `None` when it is not hex.
+pub(crate) fn parse_hex(line: &[u8]) -> Option<Vec<u8>> {
+    fn digit(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        }
+    }
+    if line.len() % 2 != 0 {
+        return None;
+    }
+    line.chunks_exact(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
+}
+
+/// A decoder in `recovery` mode for the records at or after `start`, that prints
+/// each piece of damage on stderr as it is found, prefixed with the file name.
+pub(crate) fn stderr_decoder(
+    path: &Path,
+    recovery: RecoveryArg,
+    start: u64,
+    limits: Limits,
+) -> LogDecoder {
+    let name = path.display().to_string();
+    LogDecoder::builder()
+        .recovery(recovery.into())
+        .start_offset(start)
+        .max_record_bytes(limits.max_record_bytes)
+        .on_corruption(move |c: &Corruption| eprintln!("walcodec: {name}: {c}"))
+        .build()
+}
+
+/// The status of a read of `path` by `decoder`, which ended cleanly or with `error`.
+/// Damage that ended the read is printed on stderr; an I/O error is a failure.
+pub(crate) fn read_status(
+    path: &Path,
+    decoder: &LogDecoder,
+    error: Option<walcodec::Error>,
+) -> Result<Status, Failure> {
+    match error {
+        None => Ok(Status::judge(
+            decoder.stats().corruptions,
+            decoder.has_incomplete_tail(),
+        )),
+        Some(walcodec::Error::Io(e)) => Err(Failure::io(path, e)),
+        Some(error) => {
+            eprintln!("walcodec: {}: {error}", path.display());
+            let torn = matches!(
+                error,
+                walcodec::Error::Corruption {
+                    reason: CorruptionKind::TruncatedTail,
+                    ..
+                }
+            );
+            Ok(if torn {
+                Status::TornTail
+            } else {
+                Status::Corrupt
+            })
+        }
+    }
+}
+
+/// Opens `path` for a read of the records at or after `start`; also gives the file's
+/// length, for a progress bar.
+pub(crate) async fn open_reader(
+    path: &Path,
+    recovery: RecoveryArg,
+    start: u64,
+    limits: Limits,
+) -> Result<(LogReader<tokio::fs::File>, u64), Failure> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| Failure::io(path, e))?
+        .len();
+    let mut file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| Failure::io(path, e))?;
+    file.seek(SeekFrom::Start(block_start(start)))
+        .await
+        .map_err(|e| Failure::io(path, e))?;
+    // Large reads: each read of a tokio file is a round trip to a blocking thread.
+    let decoder = stderr_decoder(path, recovery, start, limits);
+    Ok((LogReader::new(file, decoder).with_read_size(READ_SIZE), len))
+}
+
+/// Bytes read at a time from a log file (a multiple of the block size).
+pub(crate) const READ_SIZE: usize = 32 * walcodec::BLOCK_SIZE;
+
+/// Files smaller than this are read without a progress bar: they take no time.
+const PROGRESS_MIN_BYTES: u64 = 16 << 20;
+
+/// A progress bar on stderr over `total` bytes, only when stderr is a terminal and
+/// the file is large enough for the bar to be seen: piped output stays clean.
+pub(crate) fn progress_bar(total: u64) -> Option<ProgressBar> {
+    if total < PROGRESS_MIN_BYTES || !io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{bar:40} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+        )
+        .expect("a valid template"),
+    );
+    Some(bar)
+}
+
+/// A buffered stdout that is flushed (and its error reported) by `finish`.
+pub(crate) fn stdout() -> io::BufWriter<io::StdoutLock<'static>> {
+    io::BufWriter::with_capacity(64 * 1024, io::stdout().lock())
+}
+
+/// Flushes `out`, turning its error into a failure.
+pub(crate) fn finish(mut out: impl Write) -> Result<(), Failure> {
+    out.flush().map_err(Failure::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_keeps_printables_and_escapes_the_rest() {
+        let mut out = Vec::new();
+        escape_into(b"a b\\\x00\n\x7f\xff~", &mut out);
+        assert_eq!(out, b"a b\\\\\\x00\\x0a\\x7f\\xff~");
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        let mut out = Vec::new();
+        hex_into(&[0, 0x5a, 0xff], &mut out);
+        assert_eq!(out, b"005aff");
+        assert_eq!(parse_hex(b"005AfF"), Some(vec![0, 0x5a, 0xff]));
+        assert_eq!(parse_hex(b""), Some(vec![]));
+        assert_eq!(parse_hex(b"0"), None);
+        assert_eq!(parse_hex(b"0g"), None);
+    }
+
+    #[test]
+    fn corruption_outranks_a_torn_tail() {
+        assert_eq!(Status::judge(0, false), Status::Clean);
+        assert_eq!(Status::judge(0, true), Status::TornTail);
+        assert_eq!(Status::judge(2, true), Status::Corrupt);
+        assert_eq!(Status::judge(1, false).code(), 1);
+        assert_eq!(Status::judge(0, true).code(), 3);
+    }
+}

@@ -1,0 +1,103 @@
+//! `walcodec`: inspect, verify, repair and convert LevelDB / RocksDB log files (the
+//! write-ahead log and MANIFEST framing).
+//!
+//! One module per subcommand; `common` holds the exit status, errors, output
+//! formatting and the progress bar, `scan` the single pass that `verify`, `stat` and
+//! `dump --physical` make over a file.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cat;
+mod common;
+mod dump;
+mod physical;
+mod repair;
+mod scan;
+mod stat;
+mod tail;
+mod verify;
+mod write;
+
+use common::{Failure, Limits, Status};
+
+const EXIT_STATUS: &str = "\
+Exit status:
+  0  success; the log is clean
+  1  the log is corrupt: records or bytes were dropped
+  2  usage or I/O error (nothing was judged)
+  3  the log is intact but its tail is torn: its last record was cut short,
+     as a writer that died mid-write leaves it (`walcodec repair` truncates it)";
+
+/// Inspect, verify, repair and convert LevelDB / RocksDB log files.
+#[derive(Debug, Parser)]
+#[command(name = "walcodec", version, after_help = EXIT_STATUS)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    limits: Limits,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print every record (offset, length, payload), or with --physical every fragment.
+    #[command(after_help = EXIT_STATUS)]
+    Dump(dump::Args),
+    /// Read the whole log, print each corruption LevelDB-style and a summary.
+    #[command(after_help = EXIT_STATUS)]
+    Verify(verify::Args),
+    /// Count records, blocks, fragments, trailers and damage; record-size histogram.
+    #[command(after_help = EXIT_STATUS)]
+    Stat(stat::Args),
+    /// Truncate a torn tail (durably), or with --salvage copy every readable record
+    /// into a new, clean log.
+    #[command(after_help = EXIT_STATUS)]
+    Repair(repair::Args),
+    /// Write the record payloads to stdout: raw, one per line, hex lines or RecordIO.
+    #[command(after_help = EXIT_STATUS)]
+    Cat(cat::Args),
+    /// Write a new log (or append to one) from records on stdin.
+    #[command(after_help = EXIT_STATUS)]
+    Write(write::Args),
+    /// Print the last records of a log; with -f, follow it as it grows.
+    #[command(after_help = EXIT_STATUS)]
+    Tail(tail::Args),
+}
+
+async fn run(command: Command, limits: Limits) -> Result<Status, Failure> {
+    match command {
+        Command::Dump(args) => dump::run(args, limits).await,
+        Command::Verify(args) => verify::run(args, limits),
+        Command::Stat(args) => stat::run(args, limits),
+        Command::Repair(args) => repair::run(args, limits).await,
+        Command::Cat(args) => cat::run(args, limits).await,
+        Command::Write(args) => write::run(args, limits),
+        Command::Tail(args) => tail::run(args, limits).await,
+    }
+}
+
+fn main() -> ExitCode {
+    // clap prints usage errors itself and exits with 2.
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("walcodec: cannot start the async runtime: {e}");
+            return ExitCode::from(Status::ERROR_CODE);
+        }
+    };
+    match runtime.block_on(run(cli.command, cli.limits)) {
+        Ok(status) => ExitCode::from(status.code()),
+        // A reader that stopped early (`walcodec dump LOG | head`) is not an error.
+        Err(failure) if failure.is_broken_pipe() => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("walcodec: {failure}");
+            ExitCode::from(Status::ERROR_CODE)
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! `repair FILE`: makes a log safe to append to again.
+//!
+//! Without options it truncates a torn tail (what a writer that died mid-write
+//! leaves) back to the end of the last complete record, and syncs. It refuses a log
+//! damaged before its tail: truncating would not fix it. The cut is the library's
+//! `walcodec::repair_log`, the one `AsyncLogWriter` makes when it reopens a log, so
+//! the tool and the writer agree on where a log ends. `--salvage OUT` copies
+//! every readable record of any log, damaged or not, into a new clean log.
+//!
+//! Output, one line on stdout:
+//!
+//! ```text
+//! FILE: clean (L bytes), nothing to truncate
+//! FILE: truncated T bytes after offset V, the end of its last complete record
+//! FILE: would truncate T bytes after offset V, ...           (--dry-run)
+//! OUT: salvaged N records (B bytes); dropped D bytes in K corruptions
+//! ```
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use bytes::BytesMut;
+use walcodec::{repair_log_with_limit, scan_log_with_limit, LogEncoder, TailScan};
+
+use crate::common::{open_reader, progress_bar, Failure, Limits, RecoveryArg, Status};
+use crate::write::sync_parent;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The log file. Nothing may be writing to it.
+    file: PathBuf,
+    /// Copy every readable record into OUT, a new log, instead of truncating FILE.
+    #[arg(long, value_name = "OUT")]
+    salvage: Option<PathBuf>,
+    /// Say what would be truncated, and change nothing.
+    #[arg(long, conflicts_with = "salvage")]
+    dry_run: bool,
+}
+
+pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
+    match &args.salvage {
+        Some(out) => salvage(&args.file, out, limits).await,
+        None => truncate(&args.file, args.dry_run, limits).await,
+    }
+}
+
+/// The scan of `scan_log` / `repair_log`, or the status of a log they refused
+/// (damage before the tail), explained on stderr; an I/O error is a failure.
+fn judge_scan(
+    path: &Path,
+    scan: Result<TailScan, walcodec::Error>,
+) -> Result<Result<TailScan, Status>, Failure> {
+    match scan {
+        Ok(scan) => Ok(Ok(scan)),
+        Err(walcodec::Error::Io(e)) => Err(Failure::io(path, e)),
+        Err(damage) => {
+            eprintln!(
+                "walcodec: {}: damaged before its tail ({damage}); truncating would not fix it (see `walcodec verify`; --salvage OUT copies what is readable)",
+                path.display()
+            );
+            Ok(Err(Status::Corrupt))
+        }
+    }
+}
+
+/// Cuts the torn tail with the library's `repair_log` (or only looks, with
+/// `scan_log`): the rule the durable writer applies when it reopens a log.
+async fn truncate(path: &Path, dry_run: bool, limits: Limits) -> Result<Status, Failure> {
+    let name = path.display();
+    let scan = if dry_run {
+        scan_log_with_limit(path, limits.max_record_bytes).await
+    } else {
+        repair_log_with_limit(path, limits.max_record_bytes).await
+    };
+    let scan = match judge_scan(path, scan)? {
+        Ok(scan) => scan,
+        Err(status) => return Ok(status),
+    };
+    if !scan.needs_repair() {
+        println!(
+            "{name}: clean ({} bytes), nothing to truncate",
+            scan.file_len
+        );
+        return Ok(Status::Clean);
+    }
+    let (verb, status) = if dry_run {
+        ("would truncate", Status::TornTail)
+    } else {
+        ("truncated", Status::Clean)
+    };
+    println!(
+        "{name}: {verb} {} bytes after offset {}, the end of its last complete record",
+        scan.tail_bytes(),
+        scan.valid_len
+    );
+    Ok(status)
+}
+
+/// Bytes of encoded log gathered before a write to OUT.
+const WRITE_CHUNK_BYTES: usize = 1 << 20;
+
+async fn salvage(path: &Path, out_path: &Path, limits: Limits) -> Result<Status, Failure> {
+    let (mut reader, len) = open_reader(path, RecoveryArg::SkipCorrupted, 0, limits).await?;
+    let mut out = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(out_path)
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => Failure::new(format!(
+                "{}: already exists; refusing to overwrite it",
+                out_path.display()
+            )),
+            _ => Failure::io(out_path, e),
+        })?;
+    let copied = copy_records(&mut reader, path, &mut out, out_path, len).await;
+    if let Err(failure) = copied {
+        drop(out);
+        let _ = std::fs::remove_file(out_path);
+        return Err(failure);
+    }
+    out.sync_all().map_err(|e| Failure::io(out_path, e))?;
+    sync_parent(out_path).map_err(|e| Failure::io(out_path, e))?;
+    let stats = reader.decoder().stats();
+    println!(
+        "{}: salvaged {} records ({} bytes); dropped {} bytes in {} corruptions",
+        out_path.display(),
+        stats.records,
+        stats.record_bytes,
+        stats.dropped_bytes,
+        stats.corruptions
+    );
+    Ok(Status::Clean)
+}
+
+async fn copy_records(
+    reader: &mut walcodec::LogReader<tokio::fs::File>,
+    path: &Path,
+    out: &mut File,
+    out_path: &Path,
+    len: u64,
+) -> Result<(), Failure> {
+    let progress = progress_bar(len);
+    let mut encoder = LogEncoder::new();
+    let mut pending = BytesMut::with_capacity(WRITE_CHUNK_BYTES);
+    while let Some(record) = reader.next_record().await {
+        // SkipCorrupted reports damage and goes on: an error here is I/O.
+        let record = record.map_err(|e| Failure::log(path, e))?;
+        encoder.encode_record(&record.data, &mut pending);
+        if pending.len() >= WRITE_CHUNK_BYTES {
+            out.write_all(&pending)
+                .map_err(|e| Failure::io(out_path, e))?;
+            pending.clear();
+        }
+        if let Some(bar) = &progress {
+            bar.set_position(record.position.end);
+        }
+    }
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    out.write_all(&pending)
+        .map_err(|e| Failure::io(out_path, e))
+}

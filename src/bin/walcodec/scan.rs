@@ -1,0 +1,223 @@
+//! One pass over a log file that shows each block to the physical walker
+//! (`walcodec::physical::Chunks`), to a `LogDecoder` in `SkipCorrupted` mode and to
+//! one in `TolerateTail` mode, so a command sees the layout, the records and every
+//! report of the same bytes, and the verdict of a strict reader.
+//!
+//! Two decoders because the modes differ on purpose at the tail: zeros after a FIRST
+//! (what a power cut leaves in a preallocated file) is "error in middle of record" to
+//! LevelDB's reader, but a torn tail to a strict one. Reports come from the first,
+//! whether the log is damaged or only torn from the second.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use tokio_util::codec::Decoder;
+use walcodec::physical::{Chunk, Chunks};
+use walcodec::{block_start, Corruption, DecodeStats, LogDecoder, Position, Recovery};
+
+use crate::common::{progress_bar, Failure, Limits, READ_SIZE};
+
+/// What a command does with each thing the pass finds. Chunks of a block come before
+/// the records and reports the decoder makes from it.
+pub(crate) trait Visitor {
+    fn chunk(&mut self, _chunk: &Chunk<'_>) -> Result<(), Failure> {
+        Ok(())
+    }
+    fn record(&mut self, _position: Position, _data: &Bytes) -> Result<(), Failure> {
+        Ok(())
+    }
+    fn corruption(&mut self, _corruption: &Corruption) -> Result<(), Failure> {
+        Ok(())
+    }
+}
+
+/// What the pass saw, at its end.
+#[derive(Debug)]
+pub(crate) struct ScanEnd {
+    /// Bytes of the file, as read (the file may have grown since it was opened).
+    pub(crate) file_len: u64,
+    /// The decoder's counters (all zero when nothing was decoded).
+    pub(crate) stats: DecodeStats,
+    /// What a `TolerateTail` reader makes of the same bytes.
+    pub(crate) strict: StrictEnd,
+}
+
+/// The end of a `TolerateTail` read: damage stops it, a torn tail does not.
+#[derive(Debug, Default)]
+pub(crate) struct StrictEnd {
+    /// The damage that stopped it, if any.
+    pub(crate) damage: Option<String>,
+    /// End of the last complete record it returned.
+    pub(crate) valid_prefix_len: u64,
+    /// Whether it found the log ending inside a record.
+    pub(crate) incomplete_tail: bool,
+}
+
+/// A `TolerateTail` decoder fed the same bytes, for its verdict only.
+struct Strict {
+    decoder: LogDecoder,
+    pending: BytesMut,
+    damage: Option<String>,
+}
+
+impl Strict {
+    fn feed(&mut self, bytes: &[u8], eof: bool) {
+        if self.damage.is_some() {
+            return;
+        }
+        self.pending.extend_from_slice(bytes);
+        loop {
+            let decoded = if eof {
+                self.decoder.decode_eof(&mut self.pending)
+            } else {
+                self.decoder.decode(&mut self.pending)
+            };
+            match decoded {
+                Ok(Some(_record)) => {}
+                Ok(None) => return,
+                Err(e) => {
+                    self.damage = Some(e.to_string());
+                    self.pending.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    fn end(self) -> StrictEnd {
+        StrictEnd {
+            damage: self.damage,
+            valid_prefix_len: self.decoder.valid_prefix_len(),
+            incomplete_tail: self.decoder.has_incomplete_tail(),
+        }
+    }
+}
+
+/// Reads `path` from the block holding `start` to its end. With `decode` false only
+/// the physical walk is made.
+pub(crate) fn scan(
+    path: &Path,
+    start: u64,
+    decode: bool,
+    limits: Limits,
+    visitor: &mut dyn Visitor,
+) -> Result<ScanEnd, Failure> {
+    let io_error = |e| Failure::io(path, e);
+    let mut file = File::open(path).map_err(io_error)?;
+    let total = file.metadata().map_err(io_error)?.len();
+    let mut offset = block_start(start);
+    file.seek(SeekFrom::Start(offset)).map_err(io_error)?;
+
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let sink = reports.clone();
+    let mut decoder = LogDecoder::builder()
+        .recovery(Recovery::SkipCorrupted)
+        .start_offset(start)
+        .max_record_bytes(limits.max_record_bytes)
+        .on_corruption(move |c: &Corruption| sink.lock().expect("not poisoned").push(c.clone()))
+        .build();
+    let mut strict = Strict {
+        decoder: LogDecoder::builder()
+            .recovery(Recovery::TolerateTail)
+            .start_offset(start)
+            .max_record_bytes(limits.max_record_bytes)
+            .build(),
+        pending: BytesMut::new(),
+        damage: None,
+    };
+    let mut pass = Pass {
+        decoder: &mut decoder,
+        reports: &reports,
+        pending: BytesMut::new(),
+        visitor,
+    };
+
+    let progress = progress_bar(total.saturating_sub(offset));
+    let mut buffer = vec![0u8; READ_SIZE];
+    loop {
+        let n = read_full(&mut file, &mut buffer).map_err(io_error)?;
+        // Whole blocks (READ_SIZE is a multiple of the block size) or the file's end,
+        // so the walker never sees a block cut by the buffer.
+        for chunk in Chunks::new(&buffer[..n], offset) {
+            pass.visitor.chunk(&chunk)?;
+        }
+        offset += n as u64;
+        if decode {
+            pass.pending.extend_from_slice(&buffer[..n]);
+            pass.drain(false)?;
+            strict.feed(&buffer[..n], false);
+        }
+        if let Some(bar) = &progress {
+            bar.set_position(offset.saturating_sub(block_start(start)));
+        }
+        if n < buffer.len() {
+            break;
+        }
+    }
+    if decode {
+        pass.drain(true)?;
+        strict.feed(&[], true);
+    }
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    Ok(ScanEnd {
+        file_len: offset,
+        stats: decoder.stats(),
+        strict: strict.end(),
+    })
+}
+
+struct Pass<'a> {
+    decoder: &'a mut LogDecoder,
+    reports: &'a Mutex<Vec<Corruption>>,
+    pending: BytesMut,
+    visitor: &'a mut dyn Visitor,
+}
+
+impl Pass<'_> {
+    /// Decodes what `pending` holds, handing records and reports over in log order.
+    fn drain(&mut self, eof: bool) -> Result<(), Failure> {
+        loop {
+            let decoded = if eof {
+                self.decoder.decode_eof(&mut self.pending)
+            } else {
+                self.decoder.decode(&mut self.pending)
+            };
+            // Reports made before a record was returned concern bytes before it.
+            let reports = std::mem::take(&mut *self.reports.lock().expect("not poisoned"));
+            for report in &reports {
+                self.visitor.corruption(report)?;
+            }
+            // SkipCorrupted reports damage instead of failing, so only a bug lands here.
+            let decoded = decoded.map_err(|e| Failure::new(format!("decoder: {e}")))?;
+            match decoded {
+                Some(record) => {
+                    let position = self
+                        .decoder
+                        .last_record_position()
+                        .expect("a returned record has a position");
+                    self.visitor.record(position, &record)?;
+                }
+                None => return Ok(()),
+            }
+        }
+    }
+}
+
+/// Reads until `buffer` is full or the file ends: a short read is not the end.
+fn read_full(file: &mut File, buffer: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match file.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}

@@ -1,0 +1,99 @@
+//! `tail FILE`: the last records of a log, in `dump`'s formats; with `-f`, then every
+//! record appended to it, each printed as soon as it is complete.
+//!
+//! The records to print first are found by reading the whole log; following then
+//! goes on with the same decoder from where that read stopped, so a record being
+//! written at that moment is neither lost nor printed twice, and damage already
+//! reported is not reported again.
+
+use std::collections::VecDeque;
+use std::io::{SeekFrom, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::io::AsyncSeekExt;
+use walcodec::LogTailer;
+
+use crate::common::{
+    finish, open_reader, read_status, stdout, Failure, Limits, RecoveryArg, Status,
+};
+use crate::dump::{format_record, Format};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The log file.
+    file: PathBuf,
+    /// Then follow the log as it grows, until interrupted.
+    #[arg(short, long)]
+    follow: bool,
+    /// How many of the last records to print first.
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 10)]
+    records: usize,
+    /// How each record is printed (as `dump`).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// How long to wait before looking again when the log has not grown, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 50)]
+    poll_interval: u64,
+    /// What to do with damage.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = RecoveryArg::SkipCorrupted)]
+    recovery: RecoveryArg,
+}
+
+pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
+    let path = &args.file;
+    let (mut reader, _) = open_reader(path, args.recovery, 0, limits).await?;
+    let mut last = VecDeque::with_capacity(args.records.min(1 << 16));
+    let mut error = None;
+    while let Some(record) = reader.next_record().await {
+        match record {
+            Ok(record) => {
+                if last.len() == args.records {
+                    last.pop_front();
+                }
+                if args.records > 0 {
+                    last.push_back(record);
+                }
+            }
+            Err(e) => error = Some(e),
+        }
+    }
+    let mut out = stdout();
+    let mut line = Vec::new();
+    for record in &last {
+        line.clear();
+        format_record(record, args.format, &mut line);
+        out.write_all(&line)?;
+    }
+    out.flush()?;
+    if !args.follow || error.is_some() {
+        finish(out)?;
+        return read_status(path, reader.decoder(), error);
+    }
+
+    // Go on with the same decoder: it holds any record begun before EOF. The bytes the
+    // reader had read but the decoder had not consumed are read again from the file.
+    let (mut file, decoder) = reader.into_parts();
+    file.seek(SeekFrom::Start(decoder.offset()))
+        .await
+        .map_err(|e| Failure::io(path, e))?;
+    let mut tailer = LogTailer::new(file, decoder)
+        .with_poll_interval(Duration::from_millis(args.poll_interval.max(1)));
+    while let Some(record) = tailer.next_record().await {
+        match record {
+            Ok(record) => {
+                line.clear();
+                format_record(&record, args.format, &mut line);
+                out.write_all(&line)?;
+                // Whoever reads a followed log wants each record now.
+                out.flush()?;
+            }
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+    }
+    finish(out)?;
+    read_status(path, tailer.decoder(), error)
+}

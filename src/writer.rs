@@ -1,0 +1,1046 @@
+//! `AsyncLogWriter`: durable appends from many tasks, made durable together by group
+//! commit.
+//!
+//! # How a record travels
+//!
+//! 1. `append` takes room in the bounded queue (a [`Semaphore`] counting queued
+//!    bytes), then, under one short `std::sync::Mutex`, encodes the record into the
+//!    shared buffer with the [`LogEncoder`] (which gives its [`Position`] at once) and
+//!    registers a waiter (a oneshot) tagged with the record's end offset.
+//! 2. One flusher thread takes, under that same lock, the waiters whose records end
+//!    inside the next batch *and* the batch's bytes, so every waiter it releases had
+//!    all its bytes in what it wrote (Pebble's rule: take the waiters before reading
+//!    how far the buffer is filled). Then, off the lock, it writes the batch and
+//!    syncs it (`fdatasync`) on the std file: one write + sync in flight, ever.
+//! 3. After the sync it releases those waiters and the queue room. Everything that
+//!    arrived during the sync is the next batch.
+//!
+//! The flusher is a dedicated OS thread rather than a task that calls
+//! `spawn_blocking` per batch: the sync blocks anyway; an append's round trip crosses
+//! two thread hand-offs instead of four (one when it finds the flusher still spinning
+//! after the previous batch, see [`WriterOptions::idle_spin`]), and each costs tens of
+//! microseconds on a VM; and the thread does not depend on the runtime staying up, so
+//! records already queued are still written when the runtime shuts down or the last
+//! handle is dropped.
+//!
+//! # Failures
+//!
+//! A failed write or sync stops the writer for good (it is *poisoned*): the waiters of
+//! the failed batch get the I/O error, every record queued after it gets
+//! [`Error::Poisoned`], and so does every later call. The writer then cuts the file
+//! back to where the batch began; if that fails too, [`AsyncLogWriter::open`] does it
+//! on reopen. Retrying a failed `fsync` is unsound (the kernel may have dropped the
+//! dirty pages and report the next sync as a success), so the writer never does.
+
+mod storage;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{self, Seek, SeekFrom};
+use std::mem;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use tokio::sync::{oneshot, Semaphore};
+
+pub use storage::{FileStorage, Storage};
+
+use crate::format::{Position, HEADER_SIZE, MAX_FRAGMENT_PAYLOAD};
+use crate::repair::repair_file;
+use crate::{Error, LogEncoder, DEFAULT_MAX_RECORD_BYTES};
+
+/// Default cap on the bytes one write + sync covers: 1 MiB.
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 1024 * 1024;
+
+/// Default bound on encoded bytes queued and not yet written: 4 MiB.
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
+
+/// Default time the flusher watches for new work before sleeping: 50 µs.
+pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(50);
+
+/// Configures an [`AsyncLogWriter`], then opens it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use std::time::Duration;
+/// use walcodec::AsyncLogWriter;
+///
+/// let dir = tempfile::tempdir()?;
+/// let log = AsyncLogWriter::builder()
+///     .max_batch_bytes(256 * 1024)
+///     .min_sync_interval(Duration::from_micros(200))
+///     .open(dir.path().join("000001.log"))
+///     .await?;
+/// log.append(b"configured").await?;
+/// log.close().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct WriterOptions {
+    max_batch_bytes: usize,
+    max_queued_bytes: usize,
+    min_sync_interval: Option<Duration>,
+    idle_spin: Duration,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
+            min_sync_interval: None,
+            idle_spin: DEFAULT_IDLE_SPIN,
+        }
+    }
+}
+
+impl WriterOptions {
+    /// The defaults: 1 MiB batches, 4 MiB of queue, no minimum sync interval, 50 µs of
+    /// idle spin.
+    pub fn new() -> WriterOptions {
+        WriterOptions::default()
+    }
+
+    /// The most bytes one write + sync covers (default 1 MiB; at least 1). Bytes
+    /// beyond it wait for the next round; a record larger than the cap is written
+    /// across several rounds and released by the sync that covers its end.
+    pub fn max_batch_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_batch_bytes = bytes.max(1);
+        self
+    }
+
+    /// Bound on encoded bytes accepted but not yet written (default 4 MiB; between 1
+    /// and `u32::MAX`). An append that does not fit waits, in arrival order, so memory
+    /// stays bounded under any load. A single record larger than the bound waits for
+    /// the whole queue and is then let through alone.
+    pub fn max_queued_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_queued_bytes = bytes.clamp(1, u32::MAX as usize);
+        self
+    }
+
+    /// Start syncs at least `interval` apart (default: none, sync as soon as the
+    /// previous sync ends). Waiting lets more records join each sync: fewer syncs, at
+    /// the price of up to `interval` more latency. A round is never held back past the
+    /// interval, nor when a full batch is waiting or the writer is closing.
+    /// `Duration::ZERO` turns it off.
+    pub fn min_sync_interval(&mut self, interval: Duration) -> &mut Self {
+        self.min_sync_interval = (!interval.is_zero()).then_some(interval);
+        self
+    }
+
+    /// How long the flusher watches for new work, yielding its CPU, before it goes to
+    /// sleep (default 50 µs; `Duration::ZERO` sleeps at once). A task that gets its
+    /// acknowledgement and appends again within this time does not pay a thread
+    /// wake-up: this is what keeps a lone appender's latency near a bare write + sync,
+    /// for at most this much CPU time after each batch.
+    pub fn idle_spin(&mut self, spin: Duration) -> &mut Self {
+        self.idle_spin = spin;
+        self
+    }
+
+    /// Creates a new, empty log at `path` (failing if the file exists) and syncs its
+    /// directory so the new name survives a crash.
+    pub async fn create(&self, path: impl AsRef<Path>) -> Result<AsyncLogWriter, Error> {
+        let path = path.as_ref();
+        let file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .await?;
+        sync_parent_dir(path).await?;
+        self.from_file(file, 0).await
+    }
+
+    /// Opens the log at `path` for appending, creating it when it does not exist.
+    ///
+    /// An existing log is scanned first, and a torn tail or trailing zero fill after
+    /// its last complete record is cut off durably (see
+    /// [`repair_log`](crate::repair_log)), so records appended now are not hidden
+    /// behind garbage. The encoder resumes at the repaired length, as LevelDB's writer
+    /// does (`len % 32768` into the block).
+    ///
+    /// # Errors
+    /// Damage before the tail ([`Error::Corruption`]) is returned and the file is left
+    /// alone: appending after it would bury good records behind bad ones.
+    pub async fn open(&self, path: impl AsRef<Path>) -> Result<AsyncLogWriter, Error> {
+        let path = path.as_ref();
+        let created = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .await;
+        match created {
+            Ok(file) => {
+                sync_parent_dir(path).await?;
+                self.from_file(file, 0).await
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let mut file = tokio::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path)
+                    .await?;
+                let scan = repair_file(&mut file, crate::DEFAULT_MAX_RECORD_BYTES).await?;
+                self.from_file(file, scan.valid_len).await
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Appends to an open file that holds a valid log of exactly `len` bytes (repair
+    /// its tail first, e.g. with [`repair_log`](crate::repair_log)). The file must be
+    /// writable; the writer writes from offset `len` on.
+    ///
+    /// # Errors
+    /// [`Error::Io`] with [`io::ErrorKind::InvalidInput`] when the file is not `len`
+    /// bytes long: records appended after unknown bytes, or at an offset the encoder
+    /// does not expect, would not read back.
+    pub async fn from_file(
+        &self,
+        file: tokio::fs::File,
+        len: u64,
+    ) -> Result<AsyncLogWriter, Error> {
+        let mut file = file.into_std().await;
+        let file = tokio::task::spawn_blocking(move || -> io::Result<std::fs::File> {
+            let actual = file.metadata()?.len();
+            if actual != len {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "log file is {actual} bytes, not the {len} given; \
+                         repair its tail before appending"
+                    ),
+                ));
+            }
+            file.seek(SeekFrom::Start(len))?;
+            Ok(file)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        self.from_storage(Box::new(FileStorage::new(file)), len)
+    }
+
+    /// Starts a writer on any [`Storage`] holding a valid log of `len` bytes. A testing
+    /// hook (fault injection), not a stable API.
+    #[doc(hidden)]
+    pub fn from_storage(
+        &self,
+        storage: Box<dyn Storage>,
+        len: u64,
+    ) -> Result<AsyncLogWriter, Error> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::new(len)),
+            wake: Condvar::new(),
+            queued: AtomicBool::new(false),
+            idle_spin: self.idle_spin,
+            queue: Semaphore::new(self.max_queued_bytes),
+            max_batch_bytes: self.max_batch_bytes,
+            max_queued_bytes: self.max_queued_bytes,
+            min_sync_interval: self.min_sync_interval,
+        });
+        let flusher = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("walcodec-flusher".into())
+            .spawn(move || run_flusher(flusher, storage))?;
+        Ok(AsyncLogWriter {
+            handle: Arc::new(Handle { shared }),
+        })
+    }
+}
+
+/// Makes a new directory entry durable: the file's own sync does not cover its name.
+async fn sync_parent_dir(path: &Path) -> Result<(), Error> {
+    #[cfg(unix)]
+    {
+        let dir = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => std::path::PathBuf::from("."),
+        };
+        tokio::task::spawn_blocking(move || std::fs::File::open(dir)?.sync_all())
+            .await
+            .map_err(io::Error::other)??;
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
+/// Appends records to a log file durably, from any number of tasks, with group
+/// commit: records that arrive while a sync runs share the next sync.
+///
+/// Cheap to clone; all clones append to the same log. [`append`](Self::append)
+/// resolves only once a sync covering the record has succeeded. The bytes in the file
+/// are exactly what [`LogEncoder`] produces for the records in position order.
+///
+/// ```
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use walcodec::AsyncLogWriter;
+///
+/// let dir = tempfile::tempdir()?;
+/// let log = AsyncLogWriter::create(dir.path().join("000001.log")).await?;
+/// let mut tasks = Vec::new();
+/// for task in 0..8 {
+///     let log = log.clone();
+///     tasks.push(tokio::spawn(async move {
+///         log.append(format!("event from task {task}")).await
+///     }));
+/// }
+/// for task in tasks {
+///     let position = task.await.unwrap()?; // on disk now
+///     assert!(position.end > position.start);
+/// }
+/// let stats = log.stats();
+/// assert_eq!(stats.records, 8);
+/// assert!(stats.syncs <= 8);
+/// assert_eq!(log.close().await?, stats.durable_len);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Dropping the last handle without [`close`](Self::close) never blocks: the flusher
+/// thread writes and syncs what is queued on its own, then closes the file.
+#[derive(Clone)]
+pub struct AsyncLogWriter {
+    handle: Arc<Handle>,
+}
+
+/// Held by every clone; the last one dropped tells the flusher to finish.
+struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        state.closing = true;
+        drop(state);
+        self.shared.signal(Signal::Flag);
+        self.shared.signal(Signal::Notify);
+    }
+}
+
+impl fmt::Debug for AsyncLogWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.handle.shared.lock();
+        f.debug_struct("AsyncLogWriter")
+            .field("len", &state.encoder.offset())
+            .field("durable_len", &state.durable_len)
+            .field("closing", &state.closing)
+            .field("poisoned", &state.failure.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AsyncLogWriter {
+    /// Configures a writer: see [`WriterOptions`].
+    pub fn builder() -> WriterOptions {
+        WriterOptions::new()
+    }
+
+    /// Creates a new log at `path` with the default options: see
+    /// [`WriterOptions::create`].
+    pub async fn create(path: impl AsRef<Path>) -> Result<AsyncLogWriter, Error> {
+        WriterOptions::new().create(path).await
+    }
+
+    /// Opens (or creates) the log at `path`, repairing a torn tail, with the default
+    /// options: see [`WriterOptions::open`].
+    pub async fn open(path: impl AsRef<Path>) -> Result<AsyncLogWriter, Error> {
+        WriterOptions::new().open(path).await
+    }
+
+    /// Appends to an open file holding a valid log of `len` bytes, with the default
+    /// options: see [`WriterOptions::from_file`].
+    pub async fn from_file(file: tokio::fs::File, len: u64) -> Result<AsyncLogWriter, Error> {
+        WriterOptions::new().from_file(file, len).await
+    }
+
+    /// Appends one record and resolves once it is durable: written and covered by a
+    /// successful `fdatasync`. Returns where the record sits in the log.
+    ///
+    /// Waits first if the queue is full. Dropping the future before it resolves does
+    /// not take the record back once it is queued; whether it is durable is then
+    /// unknown until a later [`sync`](Self::sync).
+    ///
+    /// # Errors
+    /// - [`Error::Io`]: the write or sync of this record's batch failed. The record
+    ///   may or may not be in the file; the writer is poisoned.
+    /// - [`Error::Poisoned`]: an earlier batch failed; this record was not written.
+    /// - [`Error::Closed`]: [`close`](Self::close) was called.
+    /// - [`Error::RecordTooLarge`]: the record is larger than
+    ///   [`DEFAULT_MAX_RECORD_BYTES`], which readers refuse.
+    pub async fn append(&self, record: impl AsRef<[u8]>) -> Result<Position, Error> {
+        let mut position = None;
+        let done = self
+            .submit(std::slice::from_ref(&record), true, |p| position = Some(p))
+            .await?;
+        self.wait(done).await?;
+        Ok(position.expect("one record was encoded"))
+    }
+
+    /// Appends several records contiguously, in order, and resolves once all are
+    /// durable. They share one write and one sync when they fit in `max_batch_bytes`
+    /// (a sync already running when they arrive is not theirs).
+    ///
+    /// Errors as [`append`](Self::append); on an error none of the records is known to
+    /// be durable. An empty batch returns at once.
+    pub async fn append_batch<I>(&self, records: I) -> Result<Vec<Position>, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        let records: Vec<I::Item> = records.into_iter().collect();
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut positions = Vec::with_capacity(records.len());
+        let done = self.submit(&records, true, |p| positions.push(p)).await?;
+        self.wait(done).await?;
+        Ok(positions)
+    }
+
+    /// Appends one record without waiting for it to be durable, like LevelDB's
+    /// `WriteOptions::sync = false`: resolves as soon as the record is queued (waiting
+    /// only for queue room). The flusher writes it to the file soon after, without a
+    /// sync; it is durable once a later [`sync`](Self::sync), [`append`](Self::append)
+    /// or [`close`](Self::close) resolves.
+    ///
+    /// Errors as [`append`](Self::append), except that a failure of the write of this
+    /// very record surfaces at the next `sync`, `append` or `close`.
+    pub async fn append_buffered(&self, record: impl AsRef<[u8]>) -> Result<Position, Error> {
+        let mut position = None;
+        self.submit(std::slice::from_ref(&record), false, |p| position = Some(p))
+            .await?;
+        Ok(position.expect("one record was encoded"))
+    }
+
+    /// Resolves once every record appended before this call is durable.
+    pub async fn sync(&self) -> Result<(), Error> {
+        let shared = &self.handle.shared;
+        let done = {
+            let mut state = shared.lock();
+            if let Some(refusal) = state.refusal() {
+                return Err(refusal);
+            }
+            let end = state.encoder.offset();
+            if end == state.durable_len {
+                return Ok(());
+            }
+            let (tx, rx) = oneshot::channel();
+            state.pending.push_back(Entry {
+                end,
+                records: 0,
+                waiter: Some(tx),
+            });
+            state.pending_waiters += 1;
+            let signal = state.flusher_signal(shared.max_batch_bytes);
+            drop(state);
+            shared.signal(signal);
+            Some(rx)
+        };
+        self.wait(done).await
+    }
+
+    /// Writes and syncs everything queued, closes the file and returns the log's final
+    /// length. Appends from any clone fail with [`Error::Closed`] from now on; those
+    /// already queued complete. Calling `close` again returns the same length.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] when a write or sync failed, before or during the close.
+    pub async fn close(&self) -> Result<u64, Error> {
+        let shared = &self.handle.shared;
+        let closed = {
+            let mut state = shared.lock();
+            if let Some(failure) = &state.failure {
+                return Err(failure.poisoned());
+            }
+            if state.finished {
+                return Ok(state.written_len);
+            }
+            state.closing = true;
+            let (tx, rx) = oneshot::channel();
+            state.closers.push(tx);
+            rx
+        };
+        // Appends waiting for queue room give up now; the flusher drains the rest.
+        shared.queue.close();
+        shared.signal(Signal::Flag);
+        shared.signal(Signal::Notify);
+        closed.await.unwrap_or_else(|_| Err(shared.refusal()))
+    }
+
+    /// Counters of what the writer has done so far.
+    pub fn stats(&self) -> WriterStats {
+        let state = self.handle.shared.lock();
+        let c = &state.counters;
+        WriterStats {
+            records: c.records,
+            bytes: c.bytes,
+            writes: c.writes,
+            syncs: c.syncs,
+            largest_batch_records: c.largest_batch_records,
+            largest_batch_bytes: c.largest_batch_bytes,
+            last_sync_latency: c.last_sync_latency,
+            max_sync_latency: c.max_sync_latency,
+            len: state.encoder.offset(),
+            durable_len: state.durable_len,
+        }
+    }
+
+    /// Queues `records` contiguously, reporting each position, and, when `sync`, returns
+    /// the receiver its last record's waiter completes.
+    async fn submit<R: AsRef<[u8]>>(
+        &self,
+        records: &[R],
+        sync: bool,
+        mut on_position: impl FnMut(Position),
+    ) -> Result<Option<oneshot::Receiver<Result<(), Error>>>, Error> {
+        let shared = &self.handle.shared;
+        let mut estimate = 0usize;
+        for record in records {
+            let len = record.as_ref().len();
+            if len > DEFAULT_MAX_RECORD_BYTES {
+                return Err(Error::RecordTooLarge {
+                    offset: shared.lock().encoder.offset(),
+                    size: len as u64,
+                    max: DEFAULT_MAX_RECORD_BYTES,
+                });
+            }
+            estimate = estimate.saturating_add(max_encoded_len(len));
+        }
+        // Room in the queue, capped so a record larger than the queue still fits alone.
+        let permits = estimate.min(shared.max_queued_bytes);
+        match shared.queue.acquire_many(permits as u32).await {
+            // Returned by the flusher once the bytes are written, not on drop.
+            Ok(permit) => permit.forget(),
+            Err(_) => return Err(shared.refusal()),
+        }
+
+        let mut state = shared.lock();
+        if let Some(refusal) = state.refusal() {
+            drop(state);
+            shared.queue.add_permits(permits);
+            return Err(refusal);
+        }
+        let start = state.encoder.offset();
+        let State { encoder, buf, .. } = &mut *state;
+        for record in records {
+            on_position(encoder.encode_record(record.as_ref(), buf));
+        }
+        let end = encoder.offset();
+        let kept = ((end - start) as usize).min(permits);
+        state.queued_permits += kept;
+        let (waiter, done) = if sync {
+            let (tx, rx) = oneshot::channel();
+            state.pending_waiters += 1;
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        state.pending.push_back(Entry {
+            end,
+            records: records.len() as u64,
+            waiter,
+        });
+        let signal = state.flusher_signal(shared.max_batch_bytes);
+        drop(state);
+        if permits > kept {
+            shared.queue.add_permits(permits - kept);
+        }
+        shared.signal(signal);
+        Ok(done)
+    }
+
+    async fn wait(&self, done: Option<oneshot::Receiver<Result<(), Error>>>) -> Result<(), Error> {
+        match done {
+            None => Ok(()),
+            Some(rx) => rx
+                .await
+                .unwrap_or_else(|_| Err(self.handle.shared.refusal())),
+        }
+    }
+}
+
+/// The most bytes a record of `len` bytes can encode to: a header per fragment (one
+/// more fragment than a fresh block needs, for a start late in a block) and a trailer.
+fn max_encoded_len(len: usize) -> usize {
+    len + HEADER_SIZE * (len / MAX_FRAGMENT_PAYLOAD + 2) + (HEADER_SIZE - 1)
+}
+
+/// What a writer has done, from [`AsyncLogWriter::stats`].
+///
+/// A *batch* is one round of the flusher that wrote bytes: one write, then one sync
+/// unless every record in it was appended with
+/// [`append_buffered`](AsyncLogWriter::append_buffered).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WriterStats {
+    /// Records written to the file.
+    pub records: u64,
+    /// Bytes written to the file (headers and trailers included).
+    pub bytes: u64,
+    /// Batches written.
+    pub writes: u64,
+    /// Syncs (`fdatasync`) completed.
+    pub syncs: u64,
+    /// Records in the largest batch.
+    pub largest_batch_records: u64,
+    /// Bytes in the largest batch.
+    pub largest_batch_bytes: u64,
+    /// How long the last sync took.
+    pub last_sync_latency: Option<Duration>,
+    /// How long the slowest sync took.
+    pub max_sync_latency: Option<Duration>,
+    /// Length of the log including queued records: where the next record goes.
+    pub len: u64,
+    /// Length of the log known to be durable.
+    pub durable_len: u64,
+}
+
+impl WriterStats {
+    /// Records per batch, on average (0 before the first batch).
+    pub fn average_batch_records(&self) -> f64 {
+        ratio(self.records, self.writes)
+    }
+
+    /// Bytes per batch, on average (0 before the first batch).
+    pub fn average_batch_bytes(&self) -> f64 {
+        ratio(self.bytes, self.writes)
+    }
+
+    /// Syncs per record written: what group commit drives below 1.
+    pub fn syncs_per_record(&self) -> f64 {
+        ratio(self.syncs, self.records)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the flusher; only the flusher ever waits on it.
+    wake: Condvar,
+    /// Raised when something is queued while the flusher spins.
+    queued: AtomicBool,
+    /// How long the flusher watches for new work before it sleeps.
+    idle_spin: Duration,
+    /// Queue room, in encoded bytes.
+    queue: Semaphore,
+    max_batch_bytes: usize,
+    max_queued_bytes: usize,
+    min_sync_interval: Option<Duration>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Nothing panics while holding the lock; if something did, the state is still
+        // consistent enough to report a failure from.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Why calls are refused now that a waiter was dropped or the queue closed.
+    fn refusal(&self) -> Error {
+        self.lock().refusal().unwrap_or(Error::Closed)
+    }
+}
+
+/// What the flusher is doing, so appenders wake it only when it would act.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flusher {
+    /// Writing or about to look at the queue: no wake needed.
+    Busy,
+    /// Watching [`Shared::queued`] for a short while before sleeping.
+    Spinning,
+    /// Asleep on [`Shared::wake`], waiting for work.
+    Idle,
+    /// Holding back a sync for `min_sync_interval`: wake it for a full batch only.
+    Pacing,
+}
+
+/// What an appender does to get the flusher's attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    /// Nothing: the flusher will look at the queue anyway.
+    None,
+    /// Raise [`Shared::queued`]: the flusher is spinning on it.
+    Flag,
+    /// Notify [`Shared::wake`]: the flusher is asleep.
+    Notify,
+}
+
+impl Shared {
+    fn signal(&self, signal: Signal) {
+        match signal {
+            Signal::None => {}
+            Signal::Flag => self.queued.store(true, Ordering::Release),
+            Signal::Notify => self.wake.notify_one(),
+        }
+    }
+}
+
+/// A group of records (or a bare sync request) waiting to be written.
+struct Entry {
+    /// Log offset just past the group's last byte.
+    end: u64,
+    /// Records in the group (0 for a sync request).
+    records: u64,
+    /// Completed by the sync that covers `end`; `None` for buffered appends.
+    waiter: Option<oneshot::Sender<Result<(), Error>>>,
+}
+
+struct Failure {
+    /// Durable length when the failure happened.
+    offset: u64,
+    error: Arc<io::Error>,
+}
+
+impl Failure {
+    fn poisoned(&self) -> Error {
+        Error::Poisoned {
+            offset: self.offset,
+            source: Arc::clone(&self.error),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    records: u64,
+    bytes: u64,
+    writes: u64,
+    syncs: u64,
+    largest_batch_records: u64,
+    largest_batch_bytes: u64,
+    last_sync_latency: Option<Duration>,
+    max_sync_latency: Option<Duration>,
+}
+
+struct State {
+    encoder: LogEncoder,
+    /// Encoded bytes not yet taken by the flusher; `buf[0]` is at log offset `buf_start`.
+    buf: BytesMut,
+    buf_start: u64,
+    /// In order of `end`, which only grows.
+    pending: VecDeque<Entry>,
+    /// Entries in `pending` with a waiter: a sync is owed.
+    pending_waiters: usize,
+    /// Queue permits held by bytes in `buf` or in the flusher's hands.
+    queued_permits: usize,
+    written_len: u64,
+    durable_len: u64,
+    flusher: Flusher,
+    /// No more appends: `close` was called or the last handle dropped.
+    closing: bool,
+    /// The flusher has exited.
+    finished: bool,
+    closers: Vec<oneshot::Sender<Result<u64, Error>>>,
+    failure: Option<Failure>,
+    counters: Counters,
+}
+
+impl State {
+    fn new(len: u64) -> State {
+        State {
+            encoder: LogEncoder::with_offset(len),
+            buf: BytesMut::new(),
+            buf_start: len,
+            pending: VecDeque::new(),
+            pending_waiters: 0,
+            queued_permits: 0,
+            written_len: len,
+            durable_len: len,
+            flusher: Flusher::Busy,
+            closing: false,
+            finished: false,
+            closers: Vec::new(),
+            failure: None,
+            counters: Counters::default(),
+        }
+    }
+
+    fn refusal(&self) -> Option<Error> {
+        match &self.failure {
+            Some(failure) => Some(failure.poisoned()),
+            None if self.closing => Some(Error::Closed),
+            None => None,
+        }
+    }
+
+    /// How an appender that just queued something tells the flusher, if it must;
+    /// marks the flusher busy then, so that the appenders behind do not tell it again.
+    fn flusher_signal(&mut self, max_batch_bytes: usize) -> Signal {
+        let signal = match self.flusher {
+            Flusher::Busy => Signal::None,
+            Flusher::Spinning => Signal::Flag,
+            Flusher::Idle => Signal::Notify,
+            Flusher::Pacing if self.buf.len() >= max_batch_bytes => Signal::Notify,
+            Flusher::Pacing => Signal::None,
+        };
+        if signal != Signal::None {
+            self.flusher = Flusher::Busy;
+        }
+        signal
+    }
+
+    fn has_work(&self) -> bool {
+        !self.buf.is_empty() || self.pending_waiters > 0
+    }
+}
+
+/// Poisons the writer if the flusher thread unwinds, so no caller waits forever on a
+/// thread that is gone.
+struct ExitGuard {
+    shared: Arc<Shared>,
+    exited: bool,
+}
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        if !self.exited {
+            let error = io::Error::other("the log writer's flusher thread panicked");
+            fail(&self.shared, Vec::new(), error);
+        }
+    }
+}
+
+/// The flusher: one batch at a time, one write + sync in flight, until closing and
+/// drained or a failure.
+fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>) {
+    // Declared before the guard so that, on unwind, the guard poisons the state before
+    // these waiters are dropped and their tasks look at it.
+    let mut taken: Vec<Entry> = Vec::new();
+    let mut guard = ExitGuard {
+        shared: Arc::clone(&shared),
+        exited: false,
+    };
+    let mut spare = BytesMut::new();
+    let mut last_sync_start: Option<Instant> = None;
+    let max_batch = shared.max_batch_bytes;
+
+    let mut spun = false;
+    let mut state = shared.lock();
+    loop {
+        if !state.has_work() {
+            if state.closing {
+                break;
+            }
+            if !spun && !shared.idle_spin.is_zero() {
+                // A task that just got its acknowledgement usually appends again within
+                // microseconds: watch for it before sleeping, which saves the thread
+                // wake-up (tens of microseconds) on the path of a lone appender.
+                spun = true;
+                state.flusher = Flusher::Spinning;
+                shared.queued.store(false, Ordering::Relaxed);
+                drop(state);
+                let until = Instant::now() + shared.idle_spin;
+                while !shared.queued.load(Ordering::Acquire) && Instant::now() < until {
+                    std::thread::yield_now();
+                }
+                state = shared.lock();
+                continue;
+            }
+            state.flusher = Flusher::Idle;
+            state = shared
+                .wake
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+            continue;
+        }
+        spun = false;
+        if let (Some(interval), Some(last)) = (shared.min_sync_interval, last_sync_start) {
+            let due = last + interval;
+            let now = Instant::now();
+            if now < due
+                && state.pending_waiters > 0
+                && state.buf.len() < max_batch
+                && !state.closing
+            {
+                state.flusher = Flusher::Pacing;
+                state = shared
+                    .wake
+                    .wait_timeout(state, due - now)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+                continue;
+            }
+        }
+        state.flusher = Flusher::Busy;
+
+        // Take the waiters and the bytes under one lock: every waiter taken here ends
+        // at or before `batch_end`, so the sync below covers all of its bytes.
+        let n = state.buf.len().min(max_batch);
+        let batch_start = state.buf_start;
+        let batch_end = batch_start + n as u64;
+        let covered = state.pending.partition_point(|e| e.end <= batch_end);
+        taken.extend(state.pending.drain(..covered));
+        let waiters = taken.iter().filter(|e| e.waiter.is_some()).count();
+        state.pending_waiters -= waiters;
+        let whole = n == state.buf.len();
+        let batch = if whole {
+            mem::replace(&mut state.buf, mem::take(&mut spare))
+        } else {
+            state.buf.split_to(n)
+        };
+        state.buf_start = batch_end;
+        drop(state);
+
+        let must_sync = waiters > 0;
+        let mut sync_latency = None;
+        let sync_start = Instant::now();
+        let result = storage::write_all(&mut *storage, &batch).and_then(|()| {
+            if must_sync {
+                let started = Instant::now();
+                storage.sync()?;
+                sync_latency = Some(started.elapsed());
+            }
+            Ok(())
+        });
+
+        if let Err(error) = result {
+            // Take the failed batch back so the file is a clean prefix at once; if
+            // this fails too, `open` cuts the torn tail on reopen.
+            let _ = storage.truncate(batch_start);
+            fail(&shared, mem::take(&mut taken), error);
+            guard.exited = true;
+            return;
+        }
+        if must_sync {
+            last_sync_start = Some(sync_start);
+        }
+
+        state = shared.lock();
+        state.written_len = batch_end;
+        if must_sync {
+            state.durable_len = batch_end;
+        }
+        let records: u64 = taken.iter().map(|e| e.records).sum();
+        let c = &mut state.counters;
+        c.records += records;
+        if n > 0 {
+            c.writes += 1;
+            c.bytes += n as u64;
+            c.largest_batch_records = c.largest_batch_records.max(records);
+            c.largest_batch_bytes = c.largest_batch_bytes.max(n as u64);
+        }
+        if let Some(latency) = sync_latency {
+            c.syncs += 1;
+            c.last_sync_latency = Some(latency);
+            c.max_sync_latency = c.max_sync_latency.max(Some(latency));
+        }
+        // Permits track bytes, except for a record larger than the whole queue, which
+        // holds fewer: never return more than are held, and all once the queue is empty.
+        let release = if state.buf.is_empty() {
+            state.queued_permits
+        } else {
+            state.queued_permits.min(n)
+        };
+        state.queued_permits -= release;
+        drop(state);
+
+        shared.queue.add_permits(release);
+        for entry in taken.drain(..) {
+            if let Some(waiter) = entry.waiter {
+                // The appender may have stopped waiting; its record is durable anyway.
+                let _ = waiter.send(Ok(()));
+            }
+        }
+        if whole {
+            let mut batch = batch;
+            batch.clear();
+            // Keep the buffer for the next swap unless one huge record grew it.
+            if batch.capacity() <= 2 * max_batch.max(DEFAULT_MAX_QUEUED_BYTES) {
+                spare = batch;
+            }
+        }
+        state = shared.lock();
+    }
+
+    // Closing and drained. Records appended without a sync were written but may not be
+    // durable yet: sync them before letting go of the file.
+    let unsynced = state.written_len > state.durable_len;
+    drop(state);
+    if unsynced {
+        if let Err(error) = storage.sync() {
+            fail(&shared, Vec::new(), error);
+            guard.exited = true;
+            return;
+        }
+    }
+    drop(storage);
+    let mut state = shared.lock();
+    state.durable_len = state.written_len;
+    state.finished = true;
+    let len = state.written_len;
+    let closers = mem::take(&mut state.closers);
+    drop(state);
+    guard.exited = true;
+    for closer in closers {
+        let _ = closer.send(Ok(len));
+    }
+}
+
+/// Poisons the writer: the waiters of the failed batch get the error, everything
+/// queued after it and every later call gets [`Error::Poisoned`].
+fn fail(shared: &Shared, batch: Vec<Entry>, error: io::Error) {
+    let mut state = shared.lock();
+    let error = Arc::new(error);
+    if state.failure.is_none() {
+        state.failure = Some(Failure {
+            offset: state.durable_len,
+            error: Arc::clone(&error),
+        });
+    }
+    let queued: Vec<Entry> = state.pending.drain(..).collect();
+    state.pending_waiters = 0;
+    state.buf.clear();
+    state.queued_permits = 0;
+    state.finished = true;
+    let closers = mem::take(&mut state.closers);
+    let failure = state.failure.as_ref().expect("set above");
+    let (offset, source) = (failure.offset, Arc::clone(&failure.error));
+    drop(state);
+
+    // Appends waiting for queue room wake up and see the failure.
+    shared.queue.close();
+    let poisoned = || Error::Poisoned {
+        offset,
+        source: Arc::clone(&source),
+    };
+    for entry in batch {
+        if let Some(waiter) = entry.waiter {
+            let _ = waiter.send(Err(Error::Io(copy_io_error(&error))));
+        }
+    }
+    for entry in queued {
+        if let Some(waiter) = entry.waiter {
+            let _ = waiter.send(Err(poisoned()));
+        }
+    }
+    for closer in closers {
+        let _ = closer.send(Err(poisoned()));
+    }
+}
+
+/// An `io::Error` for each waiter: the OS error code when there is one (so
+/// `raw_os_error` and `kind` match the original), else the kind and message.
+fn copy_io_error(error: &io::Error) -> io::Error {
+    match error.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::new(error.kind(), error.to_string()),
+    }
+}
