@@ -1,0 +1,226 @@
+//! Durable appends: walcodec's `AsyncLogWriter` beside okaywal and beside one `write`
+//! + `fdatasync` per record on a std file, in one run.
+//!
+//! 100-byte records; N appenders each wait for their append to be durable before the
+//! next: N tokio tasks sharing one `AsyncLogWriter`, against N threads sharing one
+//! okaywal `WriteAheadLog` (`begin_entry`, `write_chunk`, `commit`), for N = 1, 16,
+//! 64, 256. The records and the baseline are those of walcodec's own
+//! `benches/group_commit.rs` (shared through `benches/common/durable.rs`).
+//!
+//! Criterion reports time per append. Then a table from a paired run: baseline,
+//! walcodec and okaywal take turns over a few short rounds (a shared disk's sync
+//! latency drifts over seconds), with appends/s, `fdatasync`s per append, p50 and p99
+//! latency, and walcodec's appends/s as the median of its per-round ratios to
+//! okaywal's.
+//!
+//! ```text
+//! cargo bench --bench durable -- --warm-up-time 1 --measurement-time 3
+//! ```
+//!
+//! Files go to `WALCODEC_BENCH_DIR`, else the system temp dir: it must be on a real
+//! disk (not tmpfs), or syncs cost nothing and the comparison means nothing.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::Instant;
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use okaywal::{LogVoid, WriteAheadLog};
+
+#[path = "../../common/durable.rs"]
+mod durable;
+
+use durable::{
+    baseline, bench_dir, fresh_path, group_commit, median, record, runtime, Tally, ROUNDS,
+    ROUND_TIME, TASKS,
+};
+
+/// Every `fdatasync` this process makes. okaywal does not count its syncs, so this
+/// binary counts them for it: the definition below takes the place of libc's for
+/// every caller in the process (std's `File::sync_data` included) and forwards to
+/// the system call.
+static FDATASYNCS: AtomicU64 = AtomicU64::new(0);
+
+#[cfg(target_os = "linux")]
+#[no_mangle]
+pub extern "C" fn fdatasync(fd: libc::c_int) -> libc::c_int {
+    FDATASYNCS.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: the raw system call with the caller's descriptor, as libc's wrapper
+    // makes it; it sets errno and returns -1 on failure the same way.
+    unsafe { libc::syscall(libc::SYS_fdatasync, fd) as libc::c_int }
+}
+
+/// `iters` appends spread over `threads` threads sharing one okaywal log, each
+/// committing its entry before writing the next. Timed from when every thread is
+/// ready, so thread start-up is not counted.
+fn okaywal(dir: &Path, threads: usize, iters: u64) -> Tally {
+    let wal_dir = fresh_path(dir);
+    let wal = WriteAheadLog::recover(&wal_dir, LogVoid).unwrap();
+    let ready = Barrier::new(threads + 1);
+    let (elapsed, syncs, latencies) = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|thread| {
+                let (wal, ready) = (&wal, &ready);
+                let appends =
+                    iters / threads as u64 + u64::from((thread as u64) < iters % threads as u64);
+                scope.spawn(move || {
+                    let mut latencies = Vec::with_capacity(appends as usize);
+                    ready.wait();
+                    for seq in 0..appends {
+                        let record = record(thread, seq);
+                        let began = Instant::now();
+                        let mut entry = wal.begin_entry().unwrap();
+                        entry.write_chunk(&record).unwrap();
+                        entry.commit().unwrap();
+                        latencies.push(began.elapsed());
+                    }
+                    latencies
+                })
+            })
+            .collect();
+        let syncs_before = FDATASYNCS.load(Ordering::Relaxed);
+        ready.wait();
+        let start = Instant::now();
+        let latencies: Vec<_> = handles
+            .into_iter()
+            .flat_map(|handle| handle.join().unwrap())
+            .collect();
+        let elapsed = start.elapsed();
+        let syncs = FDATASYNCS.load(Ordering::Relaxed) - syncs_before;
+        (elapsed, syncs, latencies)
+    });
+    wal.shutdown().unwrap();
+    std::fs::remove_dir_all(&wal_dir).unwrap();
+    Tally {
+        appends: iters,
+        elapsed,
+        syncs,
+        latencies,
+    }
+}
+
+/// The baseline, with a check that this binary sees every `fdatasync` (one per
+/// record), so okaywal's count means something.
+fn counted_baseline(dir: &Path, iters: u64) -> Tally {
+    let before = FDATASYNCS.load(Ordering::Relaxed);
+    let tally = baseline(dir, iters);
+    let seen = FDATASYNCS.load(Ordering::Relaxed) - before;
+    assert!(
+        !cfg!(target_os = "linux") || seen == iters,
+        "counted {seen} fdatasyncs for {iters} synced records"
+    );
+    tally
+}
+
+fn benches(c: &mut Criterion, dir: &Path) {
+    let runtime = runtime();
+    let mut group = c.benchmark_group("durable");
+    group.throughput(Throughput::Elements(1));
+    group.sample_size(10);
+    group.bench_function("baseline_write_fdatasync", |b| {
+        b.iter_custom(|iters| counted_baseline(dir, iters).elapsed)
+    });
+    for tasks in TASKS {
+        group.bench_with_input(
+            BenchmarkId::new("walcodec_tasks", tasks),
+            &tasks,
+            |b, &n| b.iter_custom(|iters| runtime.block_on(group_commit(dir, n, iters)).elapsed),
+        );
+        group.bench_with_input(
+            BenchmarkId::new("okaywal_threads", tasks),
+            &tasks,
+            |b, &n| b.iter_custom(|iters| okaywal(dir, n, iters).elapsed),
+        );
+    }
+    group.finish();
+}
+
+fn micros(tally: &mut Tally, p: f64) -> f64 {
+    tally.percentile(p).as_secs_f64() * 1e6
+}
+
+/// The table: the three take turns in rounds of about `ROUND_TIME` each, so that all
+/// see the same disk; walcodec vs okaywal is the median of the per-round ratios.
+fn paired_table(dir: &Path) {
+    let runtime = runtime();
+    let iters_for =
+        |rate: f64, at_least: usize| (rate * ROUND_TIME.as_secs_f64()).max(at_least as f64) as u64;
+    let base_iters = iters_for(counted_baseline(dir, 200).appends_per_second(), 100);
+    println!();
+    println!(
+        "paired run: {ROUNDS} rounds of about {} ms for each of baseline, walcodec and \
+         okaywal; 100-byte records; ratios are medians of per-round ratios",
+        ROUND_TIME.as_millis()
+    );
+    println!();
+    println!(
+        "| appenders | walcodec appends/s | okaywal appends/s | walcodec vs okaywal \
+         | walcodec syncs/append | okaywal syncs/append | walcodec p50 | okaywal p50 \
+         | walcodec p99 | okaywal p99 | baseline appends/s |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut base_all = Tally::default();
+    for tasks in TASKS {
+        let ours_iters = iters_for(
+            runtime
+                .block_on(group_commit(dir, tasks, 50 * tasks as u64))
+                .appends_per_second(),
+            tasks,
+        );
+        let theirs_iters = iters_for(
+            okaywal(dir, tasks, 50 * tasks as u64).appends_per_second(),
+            tasks,
+        );
+        let (mut ours_all, mut theirs_all) = (Tally::default(), Tally::default());
+        let mut base_row = Tally::default();
+        let mut ratios = Vec::new();
+        for _ in 0..ROUNDS {
+            base_row.add(counted_baseline(dir, base_iters));
+            let ours = runtime.block_on(group_commit(dir, tasks, ours_iters));
+            let theirs = okaywal(dir, tasks, theirs_iters);
+            ratios.push(ours.appends_per_second() / theirs.appends_per_second());
+            ours_all.add(ours);
+            theirs_all.add(theirs);
+        }
+        let syncs = |t: &Tally| {
+            if cfg!(target_os = "linux") {
+                format!("{:.4}", t.syncs as f64 / t.appends as f64)
+            } else {
+                "n/a".to_string()
+            }
+        };
+        println!(
+            "| {tasks} | {:.0} | {:.0} | {:.2}x | {:.4} | {} | {:.0} µs | {:.0} µs \
+             | {:.0} µs | {:.0} µs | {:.0} |",
+            ours_all.appends_per_second(),
+            theirs_all.appends_per_second(),
+            median(ratios),
+            ours_all.syncs as f64 / ours_all.appends as f64,
+            syncs(&theirs_all),
+            micros(&mut ours_all, 0.5),
+            micros(&mut theirs_all, 0.5),
+            micros(&mut ours_all, 0.99),
+            micros(&mut theirs_all, 0.99),
+            base_row.appends_per_second(),
+        );
+        base_all.add(base_row);
+    }
+    println!(
+        "\nbaseline (write + fdatasync per record, all rounds): p50 {:.0} µs, p99 {:.0} µs",
+        micros(&mut base_all, 0.5),
+        micros(&mut base_all, 0.99),
+    );
+}
+
+fn main() {
+    let dir = tempfile::tempdir_in(bench_dir()).unwrap();
+    let mut criterion = Criterion::default().configure_from_args();
+    benches(&mut criterion, dir.path());
+    criterion.final_summary();
+    // Not in `cargo bench --no-run`, nor when criterion only lists or tests.
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--list" || a == "--test") {
+        paired_table(dir.path());
+    }
+}
