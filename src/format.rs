@@ -141,6 +141,35 @@ pub fn fragment_crc(type_byte: u8, payload: &[u8]) -> u32 {
     digest.finalize() as u32
 }
 
+/// The unmasked crc32c of a fragment as it lies in a log: `type_and_payload` is the
+/// header's last byte (the type) and the payload after it.
+///
+/// The same value as [`fragment_crc`], from one contiguous slice: a reader has the
+/// type byte right before the payload, and one call over both is cheaper than
+/// continuing from a seed (with `crc-fast`, a one-shot checksum instead of a digest).
+///
+/// ```
+/// use walcodec::format::{fragment_crc, fragment_crc_in_place};
+/// assert_eq!(fragment_crc_in_place(b"\x01foo"), fragment_crc(1, b"foo"));
+/// ```
+#[cfg(not(feature = "crc-fast"))]
+#[inline]
+pub fn fragment_crc_in_place(type_and_payload: &[u8]) -> u32 {
+    crc32c::crc32c(type_and_payload)
+}
+
+/// The unmasked crc32c of a fragment as it lies in a log: `type_and_payload` is the
+/// header's last byte (the type) and the payload after it.
+///
+/// The same value as [`fragment_crc`], from one contiguous slice: a reader has the
+/// type byte right before the payload, and one call over both is cheaper than
+/// continuing from a seed (with `crc-fast`, a one-shot checksum instead of a digest).
+#[cfg(feature = "crc-fast")]
+#[inline]
+pub fn fragment_crc_in_place(type_and_payload: &[u8]) -> u32 {
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, type_and_payload) as u32
+}
+
 /// The masked checksum stored in the header of a fragment.
 #[inline]
 pub fn fragment_checksum(type_byte: u8, payload: &[u8]) -> u32 {
