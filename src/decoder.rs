@@ -740,6 +740,13 @@ impl LogDecoder {
 
             let fragment_len = HEADER_SIZE + length;
             if src.len() < fragment_len {
+                if !eof {
+                    // Room for the whole fragment (at most a block) at once: a reader
+                    // such as `FramedRead` asks for one more byte of room per read, and
+                    // would otherwise grow its buffer, copying what it holds, several
+                    // times over for one large fragment.
+                    src.reserve(fragment_len - src.len());
+                }
                 return self.need_more(src, eof);
             }
 
@@ -960,6 +967,22 @@ mod tests {
     }
 
     /// The decoder never asks for more than a block to make progress.
+    /// Once a fragment's header is in, the buffer gets room for the whole fragment, so
+    /// a reader filling it in small reads does not regrow (and recopy) it.
+    #[test]
+    fn makes_room_for_the_fragment_it_waits_for() {
+        let mut log = BytesMut::new();
+        LogEncoder::new().encode_record(&[7u8; 30_000], &mut log);
+        let mut decoder = LogDecoder::new();
+        let mut src = BytesMut::from(&log[..100]);
+        assert_eq!(decoder.decode(&mut src).unwrap(), None);
+        assert!(src.capacity() >= HEADER_SIZE + 30_000, "{}", src.capacity());
+        let room = src.as_ptr();
+        src.extend_from_slice(&log[100..]);
+        assert_eq!(src.as_ptr(), room, "filled in place");
+        assert_eq!(decoder.decode(&mut src).unwrap().unwrap().len(), 30_000);
+    }
+
     #[test]
     fn waits_with_less_than_a_block() {
         let mut log = BytesMut::new();
