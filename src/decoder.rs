@@ -37,7 +37,10 @@ pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
 /// | `SkipCorrupted`       | clean end        | reported and skipped, as LevelDB    |
 ///
 /// A *torn tail* is what a writer that died mid-write leaves: a header cut by EOF, a
-/// payload cut by EOF, or a fragmented record with no LAST fragment before EOF.
+/// payload cut by EOF, or a fragmented record with no LAST fragment before EOF. In a
+/// file grown ahead with zeros ([`WriterOptions::preallocate`](crate::WriterOptions::preallocate))
+/// the same crash leaves a fragment whose payload ends in zeros that run on to EOF,
+/// so it fails its checksum: with nothing but zeros after it, that is a torn tail too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Recovery {
@@ -197,6 +200,7 @@ impl LogDecoderBuilder {
             valid_end: self.start_offset,
             incomplete_tail: false,
             cut_by_zeros: false,
+            torn_by_zeros: None,
             stats: DecodeStats::default(),
         }
     }
@@ -342,6 +346,9 @@ pub struct LogDecoder {
     /// Zero fill cut the open record; whether that is damage or a torn tail depends
     /// on what follows the zeros.
     cut_by_zeros: bool,
+    /// A fragment failed its checksum with its payload running into zeros: a write
+    /// cut short in preallocated space if only zeros follow to EOF, else this damage.
+    torn_by_zeros: Option<Corruption>,
     stats: DecodeStats,
 }
 
@@ -526,6 +533,13 @@ impl LogDecoder {
         if !eof {
             return Ok(None);
         }
+        if self.torn_by_zeros.is_some() {
+            self.zeros_only(src)?;
+            // Only zeros after a fragment cut short: the write that died.
+            self.torn_by_zeros = None;
+            self.incomplete_tail = true;
+            return Ok(None);
+        }
         let (tail_start, open) = match &self.assembly {
             Assembly::Idle => (self.offset, false),
             Assembly::Collecting { start, .. } | Assembly::Discarding { start, .. } => {
@@ -560,13 +574,27 @@ impl LogDecoder {
         Ok(None)
     }
 
+    /// While a fragment cut short by zeros is pending: its damage is real, and
+    /// returned, as soon as anything but zeros follows it.
+    fn zeros_only(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        if self.torn_by_zeros.is_some() && bytes.iter().any(|&b| b != 0) {
+            let damage = self.torn_by_zeros.take().expect("checked above");
+            self.corrupt(damage)?;
+        }
+        Ok(())
+    }
+
     /// Passes over skipped bytes; returns false when the input ran out first.
     fn run_skip(&mut self, src: &mut BytesMut, eof: bool) -> Result<bool, Error> {
+        let Some(until) = self.skip.as_ref().map(|skip| skip.until) else {
+            return Ok(true);
+        };
+        let wanted = (until - self.offset) as usize;
+        let n = wanted.min(src.len());
+        self.zeros_only(&src[..n])?;
         let Some(skip) = self.skip.as_mut() else {
             return Ok(true);
         };
-        let wanted = (skip.until - self.offset) as usize;
-        let n = wanted.min(src.len());
         match skip.why {
             SkipReason::Trailer => self.stats.trailer_bytes += n as u64,
             SkipReason::ZeroFill => {
@@ -630,6 +658,7 @@ impl LogDecoder {
             || !matches!(self.assembly, Assembly::Idle)
             || self.cut_by_zeros
             || self.resyncing
+            || self.torn_by_zeros.is_some()
         {
             return None;
         }
@@ -690,6 +719,7 @@ impl LogDecoder {
                 return self.need_more(src, eof);
             }
 
+            self.zeros_only(&src[..HEADER_SIZE])?;
             let fragment_offset = self.offset;
             let stored_checksum = u32::from_le_bytes([src[0], src[1], src[2], src[3]]);
             let length = u16::from_le_bytes([src[4], src[5]]) as usize;
@@ -697,8 +727,12 @@ impl LogDecoder {
 
             if type_byte == RecordType::Zero.as_u8() && length == 0 {
                 // Preallocated space: LevelDB skips the rest of the block silently.
+                // The header goes at once: its checksum bytes may hold the start of a
+                // header cut short, which is no sign of data after the zeros.
+                self.stats.zero_fill_bytes += HEADER_SIZE as u64;
+                self.consume(src, HEADER_SIZE);
                 self.skip = Some(Skip {
-                    until: self.offset + block_left as u64,
+                    until: fragment_offset + block_left as u64,
                     why: SkipReason::ZeroFill,
                 });
                 if self.recovery == Recovery::SkipCorrupted {
@@ -754,6 +788,27 @@ impl LogDecoder {
                 && fragment_crc_in_place(&src[HEADER_SIZE - 1..fragment_len])
                     != unmask(stored_checksum)
             {
+                let damage = Corruption::new(
+                    fragment_offset,
+                    block_left as u64,
+                    CorruptionKind::ChecksumMismatch,
+                );
+                if self.recovery == Recovery::TolerateTail
+                    && length > 0
+                    && src[fragment_len - 1] == 0
+                {
+                    // Perhaps a write cut short in space preallocated with zeros: the
+                    // rest of the file decides (see `torn_by_zeros`).
+                    self.assembly = Assembly::Idle;
+                    self.cut_by_zeros = false;
+                    self.torn_by_zeros = Some(damage);
+                    self.consume(src, fragment_len);
+                    self.skip = Some(Skip {
+                        until: fragment_offset + block_left as u64,
+                        why: SkipReason::ZeroFill,
+                    });
+                    continue;
+                }
                 let then = self.abandon_assembly();
                 if self.recovery == Recovery::SkipCorrupted {
                     self.skip = Some(Skip {
@@ -765,11 +820,7 @@ impl LogDecoder {
                         },
                     });
                 } else {
-                    self.corrupt(Corruption::new(
-                        fragment_offset,
-                        block_left as u64,
-                        CorruptionKind::ChecksumMismatch,
-                    ))?;
+                    self.corrupt(damage)?;
                 }
                 continue;
             }

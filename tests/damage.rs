@@ -134,6 +134,73 @@ fn every_truncation_is_a_clean_end_at_the_last_complete_record() {
     }
 }
 
+/// What a crash leaves in a file preallocated with zeros: the bytes written so far,
+/// then zeros (here to a block past the end). Whatever the cut, the log reads as its
+/// complete records then a clean end, under `TolerateTail`.
+#[test]
+fn every_write_cut_short_in_zero_filled_space_is_a_clean_end() {
+    let log = build();
+    let padded_len = (log.bytes.len() / BLOCK_SIZE + 2) * BLOCK_SIZE;
+    let mut cut_points: BTreeSet<usize> = (0..=log.bytes.len()).step_by(11).collect();
+    for &header in &log.headers {
+        cut_points.extend(header..=(header + HEADER_SIZE + 1).min(log.bytes.len()));
+    }
+    for p in &log.positions {
+        cut_points.extend([p.end as usize - 1, p.end as usize]);
+    }
+    for len in cut_points {
+        let mut bytes = log.bytes[..len].to_vec();
+        bytes.resize(padded_len, 0);
+        let complete: Vec<usize> = (0..log.records.len())
+            .filter(|&i| log.positions[i].end as usize <= len)
+            .collect();
+        let out = decode(&bytes, Recovery::TolerateTail);
+        assert!(out.error.is_none(), "cut at {len}: {:?}", out.error);
+        assert_eq!(out.reports, 0, "cut at {len}");
+        let got: Vec<usize> = out.records.iter().map(|r| index_of(&log, r)).collect();
+        assert_eq!(got, complete, "cut at {len}");
+        let valid = complete.last().map_or(0, |&i| log.positions[i].end);
+        assert_eq!(out.valid_prefix, valid, "cut at {len}");
+    }
+}
+
+/// The same cut with anything but zeros after the cut fragment is damage, reported
+/// at that fragment, not a torn tail. (Inside the fragment, data after a hole is
+/// still the one unfinished write.)
+#[test]
+fn a_cut_fragment_followed_by_data_is_damage() {
+    let log = build();
+    let padded_len = (log.bytes.len() / BLOCK_SIZE + 2) * BLOCK_SIZE;
+    // Inside the payload of each record's first fragment.
+    for (i, p) in log.positions.iter().enumerate() {
+        let payload = log.records[i].len();
+        if payload < 4 {
+            continue;
+        }
+        let start = p.start as usize;
+        let cut = start + HEADER_SIZE + 2;
+        let fragment_len = u16::from_le_bytes([log.bytes[start + 4], log.bytes[start + 5]]);
+        let fragment_end = start + HEADER_SIZE + fragment_len as usize;
+        // Just past the cut fragment (a header or trailer there), and far past it.
+        for stray in [fragment_end, padded_len - 1] {
+            let mut bytes = log.bytes[..cut].to_vec();
+            bytes.resize(padded_len, 0);
+            if stray <= cut || stray >= padded_len {
+                continue;
+            }
+            bytes[stray] = 0x5a;
+            let out = decode(&bytes, Recovery::TolerateTail);
+            match &out.error {
+                Some(Error::Corruption { offset, .. }) => {
+                    assert_eq!(*offset, p.start, "record {i}, stray byte at {stray}")
+                }
+                other => panic!("record {i}, stray byte at {stray}: {other:?}"),
+            }
+            assert_eq!(out.records.len(), i, "record {i}");
+        }
+    }
+}
+
 fn blocks_touched(p: &Position) -> std::ops::RangeInclusive<usize> {
     (p.start as usize / BLOCK_SIZE)..=((p.end as usize - 1) / BLOCK_SIZE)
 }

@@ -42,10 +42,14 @@ fn crash_child() {
         .build()
         .unwrap();
     runtime.block_on(async move {
-        // Odd rounds cut batches small, so a crash falls inside records more often.
+        // Odd rounds cut batches small, so a crash falls inside records more often;
+        // half the rounds preallocate, so a crash leaves zeros after the log.
         let mut options = WriterOptions::new();
         if round % 2 == 1 {
             options.max_batch_bytes(16 * 1024);
+        }
+        if round % 4 >= 2 {
+            options.preallocate(256 * 1024);
         }
         let log = options.open(PathBuf::from(path)).await.unwrap();
         let mut tasks = Vec::new();

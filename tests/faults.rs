@@ -486,3 +486,73 @@ async fn poisoned_writer_refuses_everything_and_close_reports_it() {
     assert_eq!(reopened.stats().len, 11);
     reopened.close().await.unwrap();
 }
+
+/// A file that has room for one preallocation step and no more.
+struct OneStepOfRoom {
+    inner: FileStorage,
+    steps: usize,
+}
+
+impl Storage for OneStepOfRoom {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf)
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        self.inner.sync()
+    }
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.inner.truncate(len)
+    }
+    fn preallocate(&mut self, from: u64, to: u64) -> io::Result<()> {
+        self.steps += 1;
+        if self.steps > 1 {
+            return Err(io::Error::from_raw_os_error(ENOSPC));
+        }
+        self.inner.preallocate(from, to)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_preallocation_fails_the_batch_and_cuts_the_zeros() {
+    const STEP: u64 = 64 * 1024;
+    let (_dir, path) = temp_log();
+    let file = std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let storage = OneStepOfRoom {
+        inner: FileStorage::new(file),
+        steps: 0,
+    };
+    let log = WriterOptions::new()
+        .preallocate(STEP)
+        .from_storage(Box::new(storage), 0)
+        .unwrap();
+    let mut acked = Vec::new();
+    let failed_at = loop {
+        let record = make_record_sized(3, acked.len() as u32, 10_000);
+        match log.append(&record).await {
+            Ok(position) => {
+                assert!(position.end <= STEP, "acknowledged past the only step");
+                acked.push(record);
+            }
+            Err(Error::Io(e)) => {
+                assert_eq!(e.raw_os_error(), Some(ENOSPC));
+                break acked.len();
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(failed_at, 6, "the seventh record is the first past 64 KiB");
+    assert!(matches!(
+        log.append(b"x").await,
+        Err(Error::Poisoned { .. })
+    ));
+    drop(log);
+    // The failed batch and the zeros ahead of it are gone: the file is the log.
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        encode_all(acked.iter().map(|r| &r[..]))
+    );
+}

@@ -156,6 +156,36 @@ async fn trailing_zeros_are_cut() {
     }
 }
 
+/// A crash in preallocated space: the last write stops inside a record and zeros run
+/// on to the end of the file. The cut record fails its checksum, but nothing but zeros
+/// follows it: a torn tail, cut like any other.
+#[tokio::test]
+async fn a_write_cut_short_in_preallocated_space_is_a_torn_tail() {
+    let records = vec![record(1, 100), record(2, 3000), record(3, BLOCK_SIZE + 100)];
+    let (log, positions) = encode(&records);
+    assert!(positions[2].start < BLOCK && positions[2].end > BLOCK + 7 + 50);
+    let file_len = 3 * BLOCK as usize;
+    for (cut, kept) in [
+        // Inside record 2's payload, inside record 3's FIRST and LAST fragments, and
+        // inside a header.
+        (positions[1].start as usize + 7 + 1000, 1),
+        (positions[2].start as usize + 7 + 5, 2),
+        (BLOCK as usize + 7 + 50, 2),
+        (positions[1].start as usize + 5, 1),
+    ] {
+        let mut file = log[..cut].to_vec();
+        file.resize(file_len, 0);
+        check_torn(
+            &file,
+            file_len,
+            positions[kept - 1].end,
+            &records[..kept],
+            true,
+        )
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn appending_after_zero_fill_without_repair_hides_records() {
     // Why the repair matters (google/leveldb#1287): resume after the zeros, as LevelDB
@@ -263,11 +293,16 @@ async fn mid_log_corruption_is_refused() {
     ]);
     assert!(gap_positions[3].start > 2 * BLOCK);
     zero_gap[BLOCK as usize..2 * BLOCK as usize].fill(0);
+    // The shape of a write cut short in preallocated space, but with the log going on
+    // after it: damage, not a torn tail.
+    let mut zeroed_end = log.clone();
+    zeroed_end[positions[1].end as usize - 30..positions[1].end as usize].fill(0);
 
     for (name, bytes, kind) in [
         ("checksum", bad_checksum, CorruptionKind::ChecksumMismatch),
         ("length", bad_length, CorruptionKind::BadRecordLength),
         ("zero gap", zero_gap, CorruptionKind::ErrorInMiddleOfRecord),
+        ("zeroed end", zeroed_end, CorruptionKind::ChecksumMismatch),
     ] {
         let file = log_file(&bytes);
         match scan_log(&file.path).await {

@@ -553,3 +553,107 @@ async fn appends_wake_the_flusher_whether_it_spins_or_sleeps() {
         assert_eq!(read_log(&path, true).await.len(), 30 + 16 * 50);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preallocation_keeps_the_file_ahead_and_close_cuts_it_back() {
+    const STEP: u64 = 64 * 1024;
+    let (_dir, path) = temp_log();
+    let log = WriterOptions::new()
+        .preallocate(STEP)
+        .create(&path)
+        .await
+        .unwrap();
+    let records: Vec<Vec<u8>> = (0..60)
+        .map(|seq| make_record_sized(1, seq, 5000 + seq as usize * 97))
+        .collect();
+    for (i, record) in records.iter().enumerate() {
+        let position = log.append(record).await.unwrap();
+        let file_len = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(file_len % STEP, 0, "grown in whole steps");
+        assert!(
+            file_len >= position.end && file_len < position.end + STEP,
+            "file of {file_len} bytes for a log of {}",
+            position.end
+        );
+        if i % 20 == 10 {
+            // A reader of the live file sees every durable record, then zeros that
+            // read as a clean end.
+            let read = read_log(&path, false).await;
+            assert_eq!(read.len(), i + 1);
+            assert_eq!(read[i].0, position);
+            assert_eq!(&read[i].1[..], &record[..]);
+        }
+    }
+    let len = log.close().await.unwrap();
+    let expected = encode_all(records.iter().map(|r| &r[..]));
+    assert_eq!(len, expected.len() as u64);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        expected,
+        "exactly the log, no zeros"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_preallocating_writer_cuts_the_zeros_too() {
+    let (_dir, path) = temp_log();
+    let log = WriterOptions::new()
+        .preallocate(1 << 20)
+        .create(&path)
+        .await
+        .unwrap();
+    log.append(b"one").await.unwrap();
+    log.append_buffered(b"two").await.unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 1 << 20);
+    drop(log);
+    // The flusher finishes on its own thread after the last handle goes.
+    let expected = encode_all([&b"one"[..], b"two"]);
+    for _ in 0..500 {
+        if std::fs::read(&path).unwrap() == expected {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "file is {} bytes, not the {}-byte log",
+        std::fs::metadata(&path).unwrap().len(),
+        expected.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preallocated_log_left_by_a_crash_reopens_at_its_end() {
+    let (dir, path) = temp_log();
+    let log = WriterOptions::new()
+        .preallocate(256 * 1024)
+        .create(&path)
+        .await
+        .unwrap();
+    let mut records = Vec::new();
+    for seq in 0..30 {
+        records.push(make_record_sized(2, seq, 3000));
+        log.append(&records[seq as usize]).await.unwrap();
+    }
+    // What a killed process leaves: the records, then the preallocated zeros.
+    let crashed = dir.path().join("000002.log");
+    std::fs::copy(&path, &crashed).unwrap();
+    log.close().await.unwrap();
+    assert_eq!(std::fs::metadata(&crashed).unwrap().len(), 256 * 1024);
+
+    let reopened = WriterOptions::new()
+        .preallocate(256 * 1024)
+        .open(&crashed)
+        .await
+        .unwrap();
+    let log_len = encode_all(records.iter().map(|r| &r[..])).len() as u64;
+    assert_eq!(reopened.stats().len, log_len);
+    for seq in 30..40 {
+        records.push(make_record_sized(2, seq, 3000));
+        reopened.append(&records[seq as usize]).await.unwrap();
+    }
+    reopened.close().await.unwrap();
+    assert_eq!(
+        std::fs::read(&crashed).unwrap(),
+        encode_all(records.iter().map(|r| &r[..]))
+    );
+}

@@ -21,8 +21,18 @@ pub trait Storage: Send + 'static {
     fn sync(&mut self) -> io::Result<()>;
 
     /// Cuts the log to `len` bytes, durably, and positions the next write there.
-    /// Used to take back a batch whose write or sync failed.
+    /// Used to take back a batch whose write or sync failed, and to cut preallocated
+    /// zeros when the writer closes.
     fn truncate(&mut self, len: u64) -> io::Result<()>;
+
+    /// Fills `from..to` (past the end of the log) with zeros, durably, without
+    /// moving the position of the next write; see
+    /// [`WriterOptions::preallocate`](crate::WriterOptions::preallocate). Storage that
+    /// gains nothing from it may do nothing, which is the default.
+    fn preallocate(&mut self, from: u64, to: u64) -> io::Result<()> {
+        let _ = (from, to);
+        Ok(())
+    }
 }
 
 /// [`Storage`] on a [`std::fs::File`]: `write(2)`, `fdatasync(2)`, `ftruncate(2)`.
@@ -57,6 +67,23 @@ impl Storage for FileStorage {
         // A size change is metadata: sync_all, not sync_data, makes it durable
         // everywhere (fdatasync covers size growth, not every filesystem's shrink).
         self.file.sync_all()
+    }
+
+    fn preallocate(&mut self, from: u64, to: u64) -> io::Result<()> {
+        // Real zeros, not `fallocate`: unwritten extents would still make the first
+        // sync over each of them commit metadata, which is the cost this avoids.
+        static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+        let resume = self.file.stream_position()?;
+        self.file.seek(SeekFrom::Start(from))?;
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(ZEROS.len() as u64) as usize;
+            self.file.write_all(&ZEROS[..n])?;
+            at += n as u64;
+        }
+        self.file.seek(SeekFrom::Start(resume))?;
+        // The new size is metadata the next data sync would otherwise have to commit.
+        self.file.sync_data()
     }
 }
 
