@@ -241,7 +241,8 @@ impl WriterOptions {
         len: u64,
     ) -> Result<AsyncLogWriter, Error> {
         let mut file = file.into_std().await;
-        let file = tokio::task::spawn_blocking(move || -> io::Result<std::fs::File> {
+        let step = self.preallocate;
+        let (storage, allocated) = tokio::task::spawn_blocking(move || -> io::Result<_> {
             let actual = file.metadata()?.len();
             if actual != len {
                 return Err(io::Error::new(
@@ -253,11 +254,18 @@ impl WriterOptions {
                 ));
             }
             file.seek(SeekFrom::Start(len))?;
-            Ok(file)
+            let mut storage = FileStorage::new(file);
+            // The first step before the first append, so no append waits for it.
+            let mut allocated = len;
+            if let Err(e) = grow(&mut storage, &mut allocated, len + 1, step) {
+                let _ = storage.truncate(len);
+                return Err(e);
+            }
+            Ok((storage, allocated))
         })
         .await
         .map_err(io::Error::other)??;
-        self.from_storage(Box::new(FileStorage::new(file)), len)
+        self.start(Box::new(storage), len, allocated)
     }
 
     /// Starts a writer on any [`Storage`] holding a valid log of `len` bytes. A testing
@@ -267,6 +275,17 @@ impl WriterOptions {
         &self,
         storage: Box<dyn Storage>,
         len: u64,
+    ) -> Result<AsyncLogWriter, Error> {
+        self.start(storage, len, len)
+    }
+
+    /// Starts the flusher on `storage`, which holds a log of `len` bytes and is
+    /// `allocated` bytes long (more when preallocated).
+    fn start(
+        &self,
+        storage: Box<dyn Storage>,
+        len: u64,
+        allocated: u64,
     ) -> Result<AsyncLogWriter, Error> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(len)),
@@ -282,7 +301,7 @@ impl WriterOptions {
         let flusher = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("walcodec-flusher".into())
-            .spawn(move || run_flusher(flusher, storage))?;
+            .spawn(move || run_flusher(flusher, storage, allocated))?;
         Ok(AsyncLogWriter {
             handle: Arc::new(Handle { shared }),
         })
@@ -855,7 +874,7 @@ impl Drop for ExitGuard {
 
 /// The flusher: one batch at a time, one write + sync in flight, until closing and
 /// drained or a failure.
-fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>) {
+fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated: u64) {
     // Declared before the guard so that, on unwind, the guard poisons the state before
     // these waiters are dropped and their tasks look at it.
     let mut taken: Vec<Entry> = Vec::new();
@@ -869,8 +888,6 @@ fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>) {
 
     let mut spun = false;
     let mut state = shared.lock();
-    // The file's length: the log's length until preallocation runs ahead of it.
-    let mut allocated = state.buf_start;
     loop {
         if !state.has_work() {
             if state.closing {

@@ -563,6 +563,8 @@ async fn preallocation_keeps_the_file_ahead_and_close_cuts_it_back() {
         .create(&path)
         .await
         .unwrap();
+    // The first step is taken before the first append.
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), STEP);
     let records: Vec<Vec<u8>> = (0..60)
         .map(|seq| make_record_sized(1, seq, 5000 + seq as usize * 97))
         .collect();

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use walcodec::{AsyncLogWriter, LogEncoder};
+use walcodec::{LogEncoder, WriterOptions};
 
 pub const RECORD_BYTES: usize = 100;
 pub const TASKS: [usize; 4] = [1, 16, 64, 256];
@@ -91,8 +91,18 @@ pub fn baseline(dir: &Path, iters: u64) -> Tally {
 
 /// `iters` appends spread over `tasks` tasks, each awaiting its append before the next.
 pub async fn group_commit(dir: &Path, tasks: usize, iters: u64) -> Tally {
+    group_commit_with(dir, tasks, iters, &WriterOptions::new()).await
+}
+
+/// [`group_commit`] with a writer built from `options`.
+pub async fn group_commit_with(
+    dir: &Path,
+    tasks: usize,
+    iters: u64,
+    options: &WriterOptions,
+) -> Tally {
     let path = fresh_path(dir);
-    let log = AsyncLogWriter::create(&path).await.unwrap();
+    let log = options.create(&path).await.unwrap();
     let start = Instant::now();
     let mut handles = Vec::with_capacity(tasks);
     for task in 0..tasks {

@@ -36,9 +36,20 @@ use okaywal::{LogVoid, WriteAheadLog};
 mod durable;
 
 use durable::{
-    baseline, bench_dir, fresh_path, group_commit, median, record, runtime, Tally, ROUNDS,
-    ROUND_TIME, TASKS,
+    baseline, bench_dir, fresh_path, group_commit, group_commit_with, median, record, runtime,
+    Tally, ROUNDS, ROUND_TIME, TASKS,
 };
+use walcodec::WriterOptions;
+
+/// The preallocation step of the `walcodec_preallocated` runs: the 1 MiB okaywal
+/// grows its segments by.
+const PREALLOCATE: u64 = 1 << 20;
+
+fn preallocating() -> WriterOptions {
+    let mut options = WriterOptions::new();
+    options.preallocate(PREALLOCATE);
+    options
+}
 
 /// Every `fdatasync` this process makes. okaywal does not count its syncs, so this
 /// binary counts them for it: the definition below takes the place of libc's for
@@ -173,6 +184,17 @@ fn benches(c: &mut Criterion, dir: &Path) {
             |b, &n| b.iter_custom(|iters| runtime.block_on(group_commit(dir, n, iters)).elapsed),
         );
         group.bench_with_input(
+            BenchmarkId::new("walcodec_preallocated_tasks", tasks),
+            &tasks,
+            |b, &n| {
+                b.iter_custom(|iters| {
+                    runtime
+                        .block_on(group_commit_with(dir, n, iters, &preallocating()))
+                        .elapsed
+                })
+            },
+        );
+        group.bench_with_input(
             BenchmarkId::new("okaywal_threads", tasks),
             &tasks,
             |b, &n| b.iter_custom(|iters| okaywal(dir, n, iters).elapsed),
@@ -185,48 +207,64 @@ fn micros(tally: &mut Tally, p: f64) -> f64 {
     tally.percentile(p).as_secs_f64() * 1e6
 }
 
-/// The table: the three take turns in rounds of about `ROUND_TIME` each, so that all
-/// see the same disk; walcodec vs okaywal is the median of the per-round ratios.
+/// The table: the configurations take turns in rounds of about `ROUND_TIME` each, so
+/// that all see the same disk; walcodec vs okaywal is the median of the per-round
+/// ratios.
 fn paired_table(dir: &Path) {
     let runtime = runtime();
     let iters_for =
         |rate: f64, at_least: usize| (rate * ROUND_TIME.as_secs_f64()).max(at_least as f64) as u64;
     let base_iters = iters_for(counted_baseline(dir, 200).appends_per_second(), 100);
+    let plain = WriterOptions::new();
+    let prealloc = preallocating();
     println!();
     println!(
-        "paired run: {ROUNDS} rounds of about {} ms for each of baseline, walcodec and \
-         okaywal; 100-byte records; ratios are medians of per-round ratios",
-        ROUND_TIME.as_millis()
+        "paired run: {ROUNDS} rounds of about {} ms for each of baseline, walcodec, walcodec \
+         with preallocate({} MiB) and okaywal (1 MiB preallocated segments); 100-byte \
+         records; ratios are medians of per-round ratios",
+        ROUND_TIME.as_millis(),
+        PREALLOCATE >> 20,
     );
     println!();
     println!(
-        "| appenders | walcodec appends/s | okaywal appends/s | walcodec vs okaywal \
-         | walcodec syncs/append | okaywal syncs/append | walcodec p50 | okaywal p50 \
-         | walcodec p99 | okaywal p99 | baseline appends/s | preallocated baseline appends/s |"
+        "| appenders | walcodec appends/s | walcodec prealloc appends/s | okaywal appends/s \
+         | walcodec vs okaywal | walcodec prealloc vs okaywal \
+         | syncs/append walcodec, prealloc, okaywal \
+         | p99 walcodec, prealloc, okaywal | baseline appends/s | preallocated baseline appends/s |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut base_all = Tally::default();
     for tasks in TASKS {
+        let warm = 50 * tasks as u64;
         let ours_iters = iters_for(
             runtime
-                .block_on(group_commit(dir, tasks, 50 * tasks as u64))
+                .block_on(group_commit(dir, tasks, warm))
                 .appends_per_second(),
             tasks,
         );
-        let theirs_iters = iters_for(
-            okaywal(dir, tasks, 50 * tasks as u64).appends_per_second(),
+        let prealloc_iters = iters_for(
+            runtime
+                .block_on(group_commit_with(dir, tasks, warm, &prealloc))
+                .appends_per_second(),
             tasks,
         );
-        let (mut ours_all, mut theirs_all) = (Tally::default(), Tally::default());
-        let (mut base_row, mut prealloc_row) = (Tally::default(), Tally::default());
-        let mut ratios = Vec::new();
+        let theirs_iters = iters_for(okaywal(dir, tasks, warm).appends_per_second(), tasks);
+        let mut ours_all = Tally::default();
+        let mut prealloc_all = Tally::default();
+        let mut theirs_all = Tally::default();
+        let (mut base_row, mut prealloc_base_row) = (Tally::default(), Tally::default());
+        let (mut ratios, mut prealloc_ratios) = (Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
             base_row.add(counted_baseline(dir, base_iters));
-            prealloc_row.add(preallocated_baseline(dir, base_iters));
-            let ours = runtime.block_on(group_commit(dir, tasks, ours_iters));
+            prealloc_base_row.add(preallocated_baseline(dir, base_iters));
+            let ours = runtime.block_on(group_commit_with(dir, tasks, ours_iters, &plain));
+            let ours_prealloc =
+                runtime.block_on(group_commit_with(dir, tasks, prealloc_iters, &prealloc));
             let theirs = okaywal(dir, tasks, theirs_iters);
             ratios.push(ours.appends_per_second() / theirs.appends_per_second());
+            prealloc_ratios.push(ours_prealloc.appends_per_second() / theirs.appends_per_second());
             ours_all.add(ours);
+            prealloc_all.add(ours_prealloc);
             theirs_all.add(theirs);
         }
         let syncs = |t: &Tally| {
@@ -237,19 +275,21 @@ fn paired_table(dir: &Path) {
             }
         };
         println!(
-            "| {tasks} | {:.0} | {:.0} | {:.2}x | {:.4} | {} | {:.0} µs | {:.0} µs \
-             | {:.0} µs | {:.0} µs | {:.0} | {:.0} |",
+            "| {tasks} | {:.0} | {:.0} | {:.0} | {:.2}x | {:.2}x | {:.4}, {:.4}, {} \
+             | {:.0}, {:.0}, {:.0} µs | {:.0} | {:.0} |",
             ours_all.appends_per_second(),
+            prealloc_all.appends_per_second(),
             theirs_all.appends_per_second(),
             median(ratios),
+            median(prealloc_ratios),
             ours_all.syncs as f64 / ours_all.appends as f64,
+            prealloc_all.syncs as f64 / prealloc_all.appends as f64,
             syncs(&theirs_all),
-            micros(&mut ours_all, 0.5),
-            micros(&mut theirs_all, 0.5),
             micros(&mut ours_all, 0.99),
+            micros(&mut prealloc_all, 0.99),
             micros(&mut theirs_all, 0.99),
             base_row.appends_per_second(),
-            prealloc_row.appends_per_second(),
+            prealloc_base_row.appends_per_second(),
         );
         base_all.add(base_row);
     }
