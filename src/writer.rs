@@ -156,7 +156,7 @@ impl WriterOptions {
     /// write + sync rounds per second on ext4 here, `benches/peers` durable). This is
     /// what okaywal and RocksDB (`fallocate` + recycled logs) do.
     ///
-    /// The zeros are a valid log tail: LevelDB's reader and [`LogDecoder`] skip zero
+    /// The zeros are a valid log tail: LevelDB's reader and [`LogDecoder`](crate::LogDecoder) skip zero
     /// fill without reporting it, [`AsyncLogWriter::close`] (and dropping the last
     /// handle) cuts the file back to the log's length, and
     /// [`open`](Self::open) cuts the zeros a crash leaves behind.
