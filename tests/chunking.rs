@@ -384,3 +384,37 @@ proptest! {
         assert_agrees_with_reference(&log, seed, max_chunk.max(log.len() / 2_000))?;
     }
 }
+
+/// A write cut short in preallocated space (a fragment whose payload runs into zeros
+/// that go on to EOF) reads the same in any chunks, in every mode; so does the same
+/// shape with data after the zeros, which is damage.
+#[test]
+fn a_fragment_cut_by_zeros_reads_the_same_in_any_chunks() {
+    let mut torn = Vec::new();
+    push_fragment(&mut torn, 1, b"kept");
+    push_fragment(&mut torn, 1, &patterned(3000, 3));
+    // The last 2000 bytes of that payload never made it: zeros, then more zeros to
+    // two blocks past the end.
+    let cut = torn.len() - 2000;
+    torn.truncate(cut);
+    torn.resize(3 * BLOCK_SIZE, 0);
+    let mut damaged = torn.clone();
+    damaged[2 * BLOCK_SIZE + 100] = 0x42;
+
+    for recovery in [
+        Recovery::TolerateTail,
+        Recovery::AbsoluteConsistency,
+        Recovery::PointInTime,
+        Recovery::SkipCorrupted,
+    ] {
+        let config = Config::with_recovery(recovery);
+        let clean = read_every_way(&torn, config);
+        assert_eq!(clean.record_vecs(), [b"kept".to_vec()], "{recovery:?}");
+        let bad = read_every_way(&damaged, config);
+        assert_eq!(bad.record_vecs(), [b"kept".to_vec()], "{recovery:?}");
+        if recovery == Recovery::TolerateTail {
+            assert!(clean.error.is_none(), "a torn tail: {clean:?}");
+            assert!(bad.error.is_some(), "data after the zeros: {bad:?}");
+        }
+    }
+}
