@@ -65,7 +65,9 @@ impl TailScan {
 /// log with good records after a bad one must not be cut. Zeros that run from inside
 /// an unfinished fragmented record to the end of the file are a torn tail (the shape
 /// a power cut leaves when the file's size reached the disk before its data), not
-/// damage.
+/// damage; so are zeros that run from inside a fragment's payload to the end of the
+/// file (a write cut short in space grown by
+/// [`WriterOptions::preallocate`](crate::WriterOptions::preallocate)).
 /// [`Error::Io`] when the file cannot be read.
 ///
 /// ```
