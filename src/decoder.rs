@@ -40,7 +40,8 @@ pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
 /// payload cut by EOF, or a fragmented record with no LAST fragment before EOF. In a
 /// file grown ahead with zeros ([`WriterOptions::preallocate`](crate::WriterOptions::preallocate))
 /// the same crash leaves a fragment whose payload ends in zeros that run on to EOF,
-/// so it fails its checksum: with nothing but zeros after it, that is a torn tail too.
+/// so it fails its checksum: with nothing but zeros after it, that is a torn tail too
+/// (`SkipCorrupted` still reports it, as LevelDB's reader does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Recovery {
@@ -199,8 +200,7 @@ impl LogDecoderBuilder {
             last_record: None,
             valid_end: self.start_offset,
             incomplete_tail: false,
-            cut_by_zeros: false,
-            torn_by_zeros: None,
+            cut_by_zeros: None,
             stats: DecodeStats::default(),
         }
     }
@@ -343,12 +343,11 @@ pub struct LogDecoder {
     last_record: Option<Position>,
     valid_end: u64,
     incomplete_tail: bool,
-    /// Zero fill cut the open record; whether that is damage or a torn tail depends
-    /// on what follows the zeros.
-    cut_by_zeros: bool,
-    /// A fragment failed its checksum with its payload running into zeros: a write
-    /// cut short in preallocated space if only zeros follow to EOF, else this damage.
-    torn_by_zeros: Option<Corruption>,
+    /// Damage that zeros cut short: an open record cut by zero fill, or a fragment
+    /// whose payload runs into zeros (so fails its checksum). A torn tail if only
+    /// zeros follow it to EOF (what a power cut, or a crash in preallocated space,
+    /// leaves); this damage as soon as anything else does.
+    cut_by_zeros: Option<Corruption>,
     stats: DecodeStats,
 }
 
@@ -533,11 +532,20 @@ impl LogDecoder {
         if !eof {
             return Ok(None);
         }
-        if self.torn_by_zeros.is_some() {
+        if self.cut_by_zeros.is_some() {
             self.zeros_only(src)?;
-            // Only zeros after a fragment cut short: the write that died.
-            self.torn_by_zeros = None;
-            self.incomplete_tail = true;
+            if let Some(cut) = self.cut_by_zeros.take() {
+                // Only zeros after the damage, up to EOF: the write that died.
+                self.incomplete_tail = true;
+                if self.recovery == Recovery::AbsoluteConsistency {
+                    let bytes = self.offset + src.len() as u64 - cut.offset();
+                    self.corrupt(Corruption::new(
+                        cut.offset(),
+                        bytes,
+                        CorruptionKind::TruncatedTail,
+                    ))?;
+                }
+            }
             return Ok(None);
         }
         let (tail_start, open) = match &self.assembly {
@@ -574,11 +582,11 @@ impl LogDecoder {
         Ok(None)
     }
 
-    /// While a fragment cut short by zeros is pending: its damage is real, and
-    /// returned, as soon as anything but zeros follows it.
+    /// While damage cut short by zeros is pending (`cut_by_zeros`), it is real, and
+    /// handled as such, as soon as anything but zeros follows it.
     fn zeros_only(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        if self.torn_by_zeros.is_some() && bytes.iter().any(|&b| b != 0) {
-            let damage = self.torn_by_zeros.take().expect("checked above");
+        if self.cut_by_zeros.is_some() && bytes.iter().any(|&b| b != 0) {
+            let damage = self.cut_by_zeros.take().expect("checked above");
             self.corrupt(damage)?;
         }
         Ok(())
@@ -597,17 +605,7 @@ impl LogDecoder {
         };
         match skip.why {
             SkipReason::Trailer => self.stats.trailer_bytes += n as u64,
-            SkipReason::ZeroFill => {
-                self.stats.zero_fill_bytes += n as u64;
-                if self.cut_by_zeros && src[..n].iter().any(|&b| b != 0) {
-                    // Data behind the zeros: the record they cut is damage, not a
-                    // torn tail.
-                    self.cut_by_zeros = false;
-                    if let Some(cut) = self.abandon_assembly() {
-                        self.corrupt(cut)?;
-                    }
-                }
-            }
+            SkipReason::ZeroFill => self.stats.zero_fill_bytes += n as u64,
             SkipReason::Damage { .. } | SkipReason::Reported => {}
         }
         let Some(skip) = self.skip.as_mut() else {
@@ -656,9 +654,8 @@ impl LogDecoder {
         if self.flow != Flow::Reading
             || self.skip.is_some()
             || !matches!(self.assembly, Assembly::Idle)
-            || self.cut_by_zeros
+            || self.cut_by_zeros.is_some()
             || self.resyncing
-            || self.torn_by_zeros.is_some()
         {
             return None;
         }
@@ -719,7 +716,12 @@ impl LogDecoder {
                 return self.need_more(src, eof);
             }
 
-            self.zeros_only(&src[..HEADER_SIZE])?;
+            if self.cut_by_zeros.is_some() && src[..HEADER_SIZE].iter().any(|&b| b != 0) {
+                // A header after the zeros: what they cut is damage after all.
+                let cut = self.cut_by_zeros.take().expect("checked above");
+                self.corrupt(cut)?;
+                continue;
+            }
             let fragment_offset = self.offset;
             let stored_checksum = u32::from_le_bytes([src[0], src[1], src[2], src[3]]);
             let length = u16::from_le_bytes([src[4], src[5]]) as usize;
@@ -739,20 +741,13 @@ impl LogDecoder {
                     if let Some(cut) = self.abandon_assembly() {
                         self.corrupt(cut)?;
                     }
-                } else if !matches!(self.assembly, Assembly::Idle) {
+                } else if let Some(cut) = self.abandon_assembly() {
                     // Zeros after a FIRST are what a power cut leaves when the file's
                     // size reached the disk before its data: a torn tail if only
                     // zeros follow to EOF, damage if anything else does.
-                    self.cut_by_zeros = true;
+                    self.cut_by_zeros = Some(cut);
                 }
                 continue;
-            }
-            if self.cut_by_zeros {
-                self.cut_by_zeros = false;
-                if let Some(cut) = self.abandon_assembly() {
-                    self.corrupt(cut)?;
-                    continue;
-                }
             }
 
             if HEADER_SIZE + length > block_left {
@@ -793,15 +788,14 @@ impl LogDecoder {
                     block_left as u64,
                     CorruptionKind::ChecksumMismatch,
                 );
-                if self.recovery == Recovery::TolerateTail
+                if self.recovery != Recovery::SkipCorrupted
                     && length > 0
                     && src[fragment_len - 1] == 0
                 {
                     // Perhaps a write cut short in space preallocated with zeros: the
-                    // rest of the file decides (see `torn_by_zeros`).
+                    // rest of the file decides (see `cut_by_zeros`).
                     self.assembly = Assembly::Idle;
-                    self.cut_by_zeros = false;
-                    self.torn_by_zeros = Some(damage);
+                    self.cut_by_zeros = Some(damage);
                     self.consume(src, fragment_len);
                     self.skip = Some(Skip {
                         until: fragment_offset + block_left as u64,
