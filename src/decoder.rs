@@ -583,13 +583,15 @@ impl LogDecoder {
     }
 
     /// While damage cut short by zeros is pending (`cut_by_zeros`), it is real, and
-    /// handled as such, as soon as anything but zeros follows it.
-    fn zeros_only(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        if self.cut_by_zeros.is_some() && bytes.iter().any(|&b| b != 0) {
-            let damage = self.cut_by_zeros.take().expect("checked above");
-            self.corrupt(damage)?;
+    /// handled as such, as soon as anything but zeros follows it. Returns whether it
+    /// was.
+    fn zeros_only(&mut self, bytes: &[u8]) -> Result<bool, Error> {
+        if self.cut_by_zeros.is_none() || bytes.iter().all(|&b| b == 0) {
+            return Ok(false);
         }
-        Ok(())
+        let damage = self.cut_by_zeros.take().expect("checked above");
+        self.corrupt(damage)?;
+        Ok(true)
     }
 
     /// Passes over skipped bytes; returns false when the input ran out first.
@@ -600,17 +602,12 @@ impl LogDecoder {
         let wanted = (until - self.offset) as usize;
         let n = wanted.min(src.len());
         self.zeros_only(&src[..n])?;
-        let Some(skip) = self.skip.as_mut() else {
-            return Ok(true);
-        };
+        let skip = self.skip.as_mut().expect("skip is set");
         match skip.why {
             SkipReason::Trailer => self.stats.trailer_bytes += n as u64,
             SkipReason::ZeroFill => self.stats.zero_fill_bytes += n as u64,
             SkipReason::Damage { .. } | SkipReason::Reported => {}
         }
-        let Some(skip) = self.skip.as_mut() else {
-            return Ok(true);
-        };
         if n < wanted {
             let reported = std::mem::replace(&mut skip.why, SkipReason::Reported);
             src.advance(n);
@@ -716,10 +713,8 @@ impl LogDecoder {
                 return self.need_more(src, eof);
             }
 
-            if self.cut_by_zeros.is_some() && src[..HEADER_SIZE].iter().any(|&b| b != 0) {
-                // A header after the zeros: what they cut is damage after all.
-                let cut = self.cut_by_zeros.take().expect("checked above");
-                self.corrupt(cut)?;
+            if self.zeros_only(&src[..HEADER_SIZE])? {
+                // A header after the zeros: what they cut was damage after all.
                 continue;
             }
             let fragment_offset = self.offset;

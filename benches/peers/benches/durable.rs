@@ -215,7 +215,6 @@ fn paired_table(dir: &Path) {
     let iters_for =
         |rate: f64, at_least: usize| (rate * ROUND_TIME.as_secs_f64()).max(at_least as f64) as u64;
     let base_iters = iters_for(counted_baseline(dir, 200).appends_per_second(), 100);
-    let plain = WriterOptions::new();
     let prealloc = preallocating();
     println!();
     println!(
@@ -257,7 +256,7 @@ fn paired_table(dir: &Path) {
         for _ in 0..ROUNDS {
             base_row.add(counted_baseline(dir, base_iters));
             prealloc_base_row.add(preallocated_baseline(dir, base_iters));
-            let ours = runtime.block_on(group_commit_with(dir, tasks, ours_iters, &plain));
+            let ours = runtime.block_on(group_commit(dir, tasks, ours_iters));
             let ours_prealloc =
                 runtime.block_on(group_commit_with(dir, tasks, prealloc_iters, &prealloc));
             let theirs = okaywal(dir, tasks, theirs_iters);
