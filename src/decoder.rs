@@ -78,6 +78,10 @@ pub struct DecodeStats {
     pub dropped_bytes: u64,
     /// Corruption reports made.
     pub corruptions: u64,
+    /// Blocks that begin with zero fill and are followed later by data: lost data
+    /// that no writer of the format leaves. An error in the strict modes; in
+    /// `SkipCorrupted` they are skipped silently, as LevelDB does, and counted here.
+    pub zeroed_blocks: u64,
 }
 
 /// Configures a [`LogDecoder`].
@@ -200,7 +204,7 @@ impl LogDecoderBuilder {
             last_record: None,
             valid_end: self.start_offset,
             incomplete_tail: false,
-            cut_by_zeros: None,
+            zero_suspect: None,
             stats: DecodeStats::default(),
         }
     }
@@ -289,6 +293,39 @@ enum SkipReason {
     },
 }
 
+/// Where a torn write can stop: storage persists whole sectors, so a write cut
+/// short by a crash or power cut ends at a multiple of this (4 KiB pages are a
+/// multiple too).
+const SECTOR_SIZE: u64 = 512;
+
+/// Zeros that are harmless if they run to the end of the input and damage if
+/// anything but zeros follows them.
+enum ZeroSuspect {
+    /// Damage that zeros cut short: an open record cut by zero fill, or a fragment
+    /// whose payload runs into zeros from a sector boundary on (so fails its
+    /// checksum). With only zeros after it up to EOF it is a torn tail: what a
+    /// power cut, or a crash in preallocated space, leaves.
+    Cut(Corruption),
+    /// Zero fill from the first byte of the block at `at`. Up to EOF that is
+    /// preallocated space; followed by data it is lost data (a zeroed block), since
+    /// writers pad with zeros only from the middle of a block to its end.
+    ZeroedBlock { at: u64 },
+}
+
+/// Whether a fragment that failed its checksum has the shape of a write cut short
+/// in zero-filled space: its bytes run into zeros that begin at a sector boundary
+/// inside the fragment. `fragment` is the whole fragment, header included, and
+/// `offset` where it starts in the log. Any other checksum failure is corruption,
+/// even when its last byte happens to be zero.
+fn cut_at_sector(offset: u64, fragment: &[u8]) -> bool {
+    let Some(last_data) = fragment.iter().rposition(|&b| b != 0) else {
+        return false;
+    };
+    let zeros_from = offset + last_data as u64 + 1;
+    let end = offset + fragment.len() as u64;
+    zeros_from.next_multiple_of(SECTOR_SIZE) < end
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flow {
     Reading,
@@ -343,11 +380,9 @@ pub struct LogDecoder {
     last_record: Option<Position>,
     valid_end: u64,
     incomplete_tail: bool,
-    /// Damage that zeros cut short: an open record cut by zero fill, or a fragment
-    /// whose payload runs into zeros (so fails its checksum). A torn tail if only
-    /// zeros follow it to EOF (what a power cut, or a crash in preallocated space,
-    /// leaves); this damage as soon as anything else does.
-    cut_by_zeros: Option<Corruption>,
+    /// Damage that zeros may explain, pending until the decoder sees what follows
+    /// the zeros (see [`ZeroSuspect`]).
+    zero_suspect: Option<ZeroSuspect>,
     stats: DecodeStats,
 }
 
@@ -532,19 +567,23 @@ impl LogDecoder {
         if !eof {
             return Ok(None);
         }
-        if self.cut_by_zeros.is_some() {
+        if self.zero_suspect.is_some() {
             self.zeros_only(src)?;
-            if let Some(cut) = self.cut_by_zeros.take() {
+            match self.zero_suspect.take() {
                 // Only zeros after the damage, up to EOF: the write that died.
-                self.incomplete_tail = true;
-                if self.recovery == Recovery::AbsoluteConsistency {
-                    let bytes = self.offset + src.len() as u64 - cut.offset();
-                    self.corrupt(Corruption::new(
-                        cut.offset(),
-                        bytes,
-                        CorruptionKind::TruncatedTail,
-                    ))?;
+                Some(ZeroSuspect::Cut(cut)) => {
+                    self.incomplete_tail = true;
+                    if self.recovery == Recovery::AbsoluteConsistency {
+                        let bytes = self.offset + src.len() as u64 - cut.offset();
+                        self.corrupt(Corruption::new(
+                            cut.offset(),
+                            bytes,
+                            CorruptionKind::TruncatedTail,
+                        ))?;
+                    }
                 }
+                // Zeros from a block's start to EOF: preallocated space, nothing lost.
+                Some(ZeroSuspect::ZeroedBlock { .. }) | None => {}
             }
             return Ok(None);
         }
@@ -582,16 +621,37 @@ impl LogDecoder {
         Ok(None)
     }
 
-    /// While damage cut short by zeros is pending (`cut_by_zeros`), it is real, and
-    /// handled as such, as soon as anything but zeros follows it. Returns whether it
-    /// was.
+    /// While zeros are suspect (`zero_suspect`), what they hide is damage, handled
+    /// as such, as soon as anything but zeros follows them. `bytes` are the next
+    /// bytes of the input, from `self.offset`. Returns whether it was raised.
     fn zeros_only(&mut self, bytes: &[u8]) -> Result<bool, Error> {
-        if self.cut_by_zeros.is_none() || bytes.iter().all(|&b| b == 0) {
+        if self.zero_suspect.is_none() {
             return Ok(false);
         }
-        let damage = self.cut_by_zeros.take().expect("checked above");
-        self.corrupt(damage)?;
+        let Some(data_at) = bytes.iter().position(|&b| b != 0) else {
+            return Ok(false);
+        };
+        match self.zero_suspect.take().expect("checked above") {
+            ZeroSuspect::Cut(damage) => self.corrupt(damage)?,
+            ZeroSuspect::ZeroedBlock { at } => {
+                if self.flow == Flow::Reading {
+                    self.stats.zeroed_blocks += 1;
+                }
+                if self.recovery != Recovery::SkipCorrupted {
+                    let zeros = self.offset + data_at as u64 - at;
+                    self.corrupt(Corruption::new(at, zeros, CorruptionKind::ZeroedBlock))?;
+                }
+            }
+        }
         Ok(true)
+    }
+
+    /// Holds `suspect` until the input shows what the zeros are; the first one
+    /// pending is the earliest damage, so it stays.
+    fn suspect(&mut self, suspect: ZeroSuspect) {
+        if self.zero_suspect.is_none() {
+            self.zero_suspect = Some(suspect);
+        }
     }
 
     /// Passes over skipped bytes; returns false when the input ran out first.
@@ -651,7 +711,7 @@ impl LogDecoder {
         if self.flow != Flow::Reading
             || self.skip.is_some()
             || !matches!(self.assembly, Assembly::Idle)
-            || self.cut_by_zeros.is_some()
+            || self.zero_suspect.is_some()
             || self.resyncing
         {
             return None;
@@ -740,7 +800,12 @@ impl LogDecoder {
                     // Zeros after a FIRST are what a power cut leaves when the file's
                     // size reached the disk before its data: a torn tail if only
                     // zeros follow to EOF, damage if anything else does.
-                    self.cut_by_zeros = Some(cut);
+                    self.suspect(ZeroSuspect::Cut(cut));
+                }
+                if fragment_offset % BLOCK_SIZE as u64 == 0 {
+                    self.suspect(ZeroSuspect::ZeroedBlock {
+                        at: fragment_offset,
+                    });
                 }
                 continue;
             }
@@ -784,13 +849,12 @@ impl LogDecoder {
                     CorruptionKind::ChecksumMismatch,
                 );
                 if self.recovery != Recovery::SkipCorrupted
-                    && length > 0
-                    && src[fragment_len - 1] == 0
+                    && cut_at_sector(fragment_offset, &src[..fragment_len])
                 {
                     // Perhaps a write cut short in space preallocated with zeros: the
-                    // rest of the file decides (see `cut_by_zeros`).
+                    // rest of the file decides (see `ZeroSuspect::Cut`).
                     self.assembly = Assembly::Idle;
-                    self.cut_by_zeros = Some(damage);
+                    self.suspect(ZeroSuspect::Cut(damage));
                     self.consume(src, fragment_len);
                     self.skip = Some(Skip {
                         until: fragment_offset + block_left as u64,

@@ -79,6 +79,11 @@ pub enum CorruptionKind {
     RecordTooLarge,
     /// The log ends inside a record (reported only by `Recovery::AbsoluteConsistency`).
     TruncatedTail,
+    /// Zero fill from the first byte of a block, with data after it: no writer of
+    /// the format leaves that, so the block's records were lost (a zeroed or
+    /// unwritten block). `Recovery::SkipCorrupted` skips it silently, as LevelDB
+    /// does, and counts it in [`DecodeStats::zeroed_blocks`](crate::DecodeStats::zeroed_blocks).
+    ZeroedBlock,
 }
 
 impl CorruptionKind {
@@ -93,6 +98,7 @@ impl CorruptionKind {
             CorruptionKind::ErrorInMiddleOfRecord => "error in middle of record".into(),
             CorruptionKind::RecordTooLarge => "record too large".into(),
             CorruptionKind::TruncatedTail => "truncated record at end of log".into(),
+            CorruptionKind::ZeroedBlock => "zeroed block followed by data".into(),
         }
     }
 }
