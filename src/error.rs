@@ -51,9 +51,57 @@ pub enum Error {
         source: Arc<io::Error>,
     },
 
+    /// A followed log changed under its [`LogTailer`](crate::LogTailer) in a way
+    /// appends never change a log: it was cut, replaced or rewritten. The records
+    /// returned before stand; nothing after is returned, so no record is ever made of
+    /// bytes from before and after the change. Open a new follower to go on.
+    #[error("followed log changed under the reader: {0}")]
+    LogChanged(LogChange),
+
     /// The [`AsyncLogWriter`](crate::AsyncLogWriter) was closed, or its flusher is gone.
     #[error("log writer is closed")]
     Closed,
+}
+
+/// How a followed log changed under its reader ([`Error::LogChanged`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LogChange {
+    /// The file is shorter (`len` bytes) than what was already read from it (`read`):
+    /// it was truncated, e.g. by a repair.
+    Shrunk {
+        /// The file's length now.
+        len: u64,
+        /// How far the reader had read.
+        read: u64,
+    },
+    /// The path now names another file (another device or inode): the log was
+    /// deleted and recreated, or renamed over.
+    Replaced,
+    /// The path no longer names a file.
+    Removed,
+    /// Bytes already read now differ, first at `offset`: the file was cut and grew
+    /// again, or was written over in place (as preallocated space is).
+    Rewritten {
+        /// The first offset whose byte changed.
+        offset: u64,
+    },
+}
+
+impl fmt::Display for LogChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LogChange::Shrunk { len, read } => write!(
+                f,
+                "the file shrank to {len} bytes, below the {read} bytes already read"
+            ),
+            LogChange::Replaced => f.write_str("the path now names another file"),
+            LogChange::Removed => f.write_str("the file was removed"),
+            LogChange::Rewritten { offset } => {
+                write!(f, "bytes already read were rewritten, from offset {offset}")
+            }
+        }
+    }
 }
 
 /// What is wrong with a damaged piece of a log.

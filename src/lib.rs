@@ -50,7 +50,7 @@ mod writer;
 pub use codec::LogCodec;
 pub use decoder::{DecodeStats, LogDecoder, LogDecoderBuilder, Recovery, DEFAULT_MAX_RECORD_BYTES};
 pub use encoder::LogEncoder;
-pub use error::{Corruption, CorruptionKind, Error};
+pub use error::{Corruption, CorruptionKind, Error, LogChange};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
 pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};

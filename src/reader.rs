@@ -25,6 +25,10 @@ use tokio_util::io::poll_read_buf;
 use crate::format::{block_start, Position, BLOCK_SIZE};
 use crate::{Error, LogDecoder, LogDecoderBuilder};
 
+mod guard;
+
+use guard::FileGuard;
+
 /// One record of a log and where it sits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRecord {
@@ -66,6 +70,9 @@ pub struct LogReader<R> {
     read_size: usize,
     follow: Option<Duration>,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// A followed file's guard, and the check it runs after each wait at EOF.
+    guard: Option<FileGuard>,
+    checking: Option<tokio::task::JoinHandle<Result<BytesMut, Error>>>,
     eof: bool,
     done: bool,
 }
@@ -83,6 +90,8 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             read_size: BLOCK_SIZE,
             follow: None,
             sleep: None,
+            guard: None,
+            checking: None,
             eof: false,
             done: false,
         }
@@ -117,6 +126,30 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             if let Some(sleep) = self.sleep.as_mut() {
                 ready!(sleep.as_mut().poll(cx));
                 self.sleep = None;
+                if let Some(guard) = self.guard.as_mut() {
+                    let read_end = self.decoder.offset() + self.buffer.len() as u64;
+                    let check = guard.check(read_end);
+                    self.checking = Some(tokio::task::spawn_blocking(move || check.run()));
+                }
+            }
+            if let Some(checking) = self.checking.as_mut() {
+                let checked = ready!(Pin::new(checking).poll(cx));
+                self.checking = None;
+                match checked {
+                    Ok(Ok(recent)) => {
+                        if let Some(guard) = self.guard.as_mut() {
+                            guard.restore(recent);
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        self.done = true;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                    Err(join) => {
+                        self.done = true;
+                        return Poll::Ready(Some(Err(Error::Io(std::io::Error::other(join)))));
+                    }
+                }
             }
             let decoded = if self.eof {
                 self.decoder.decode_eof(&mut self.buffer)
@@ -142,7 +175,11 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 return Poll::Ready(None);
             }
             self.buffer.reserve(self.read_size);
+            let before = self.buffer.len();
             let read = ready!(poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buffer));
+            if let (Some(guard), Ok(n)) = (self.guard.as_mut(), &read) {
+                guard.read(&self.buffer[before..before + n]);
+            }
             match read {
                 Err(e) => {
                     self.done = true;
@@ -214,6 +251,17 @@ pub fn split_ranges(len: u64, parts: usize) -> Vec<Range<u64>> {
 /// never mistaken for damage. The stream ends only on an error or at the decoder's
 /// end offset; drop it to stop following.
 ///
+/// A tailer of a file opened by path ([`open`](Self::open), [`open_at`](Self::open_at),
+/// [`follow_file`](Self::follow_file)) checks, each time it has waited at EOF, that
+/// the file is still the one it read: if it shrank below what was read (a repair or
+/// a truncation), if the path now names another file (deleted and recreated), or if
+/// the last block it read now holds other bytes (cut and grown again), it fails with
+/// [`Error::LogChanged`] rather than join the start of an old record to the end of a
+/// new one. A file whose space is preallocated with zeros and filled in place (see
+/// [`WriterOptions::preallocate`](crate::WriterOptions::preallocate)) is rewritten in
+/// that sense, and cannot be followed. A tailer built with [`new`](Self::new) over any
+/// other source has no file to check.
+///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), walcodec::Error> {
@@ -270,9 +318,29 @@ impl LogTailer<tokio::fs::File> {
         start_offset: u64,
         builder: &mut LogDecoderBuilder,
     ) -> Result<LogTailer<tokio::fs::File>, Error> {
-        let reader = LogReader::open_at(path, start_offset, builder).await?;
+        let reader = LogReader::open_at(&path, start_offset, builder).await?;
         let (file, decoder) = reader.into_parts();
-        Ok(LogTailer::new(file, decoder))
+        LogTailer::follow_file(file, path, decoder).await
+    }
+
+    /// Follows `file`, opened at `path` and positioned at `decoder.offset()`, with a
+    /// decoder that may already hold part of a record: how a reader that read a log
+    /// to its end goes on following it. The file is watched as [`open`](Self::open)'s
+    /// is; the block before the position is taken as already read.
+    pub async fn follow_file(
+        file: tokio::fs::File,
+        path: impl AsRef<Path>,
+        decoder: LogDecoder,
+    ) -> Result<LogTailer<tokio::fs::File>, Error> {
+        let path = path.as_ref().to_path_buf();
+        let metadata = file.metadata().await?;
+        let read_end = decoder.offset();
+        let guard = tokio::task::spawn_blocking(move || FileGuard::new(path, &metadata, read_end))
+            .await
+            .map_err(|join| Error::Io(std::io::Error::other(join)))??;
+        let mut tailer = LogTailer::new(file, decoder);
+        tailer.reader.guard = Some(guard);
+        Ok(tailer)
     }
 }
 

@@ -77,7 +77,11 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     file.seek(SeekFrom::Start(decoder.offset()))
         .await
         .map_err(|e| Failure::io(path, e))?;
-    let mut tailer = LogTailer::new(file, decoder)
+    // Watched by path: a log cut, replaced or rewritten under the follower ends the
+    // follow with an error instead of joining old and new bytes into one record.
+    let mut tailer = LogTailer::follow_file(file, path, decoder)
+        .await
+        .map_err(|e| Failure::log(path, e))?
         .with_poll_interval(Duration::from_millis(args.poll_interval.max(1)));
     while let Some(record) = tailer.next_record().await {
         match record {
