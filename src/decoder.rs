@@ -14,6 +14,8 @@
 //! | halted                   | ignored: end of a split, `PointInTime` stop, or error   |
 
 use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::AsyncRead;
@@ -57,7 +59,92 @@ pub enum Recovery {
     SkipCorrupted,
 }
 
-type Reporter = Box<dyn FnMut(&Corruption) + Send>;
+/// The corruption callback, shared by every decoder a builder builds (and by a
+/// decoder's clones): reports from all of them arrive at the one closure.
+impl Recovery {
+    /// Every mode, in the order of the table above.
+    pub const ALL: [Recovery; 4] = [
+        Recovery::TolerateTail,
+        Recovery::AbsoluteConsistency,
+        Recovery::PointInTime,
+        Recovery::SkipCorrupted,
+    ];
+
+    /// The mode's name in kebab case, as `Display` prints it and `FromStr` reads it
+    /// (e.g. `"tolerate-tail"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Recovery::TolerateTail => "tolerate-tail",
+            Recovery::AbsoluteConsistency => "absolute-consistency",
+            Recovery::PointInTime => "point-in-time",
+            Recovery::SkipCorrupted => "skip-corrupted",
+        }
+    }
+
+    /// RocksDB's name for the mode (`WALRecoveryMode`).
+    pub const fn rocksdb_name(self) -> &'static str {
+        match self {
+            Recovery::TolerateTail => "kTolerateCorruptedTailRecords",
+            Recovery::AbsoluteConsistency => "kAbsoluteConsistency",
+            Recovery::PointInTime => "kPointInTimeRecovery",
+            Recovery::SkipCorrupted => "kSkipAnyCorruptedRecords",
+        }
+    }
+}
+
+/// Prints the kebab-case name: `tolerate-tail`, `absolute-consistency`,
+/// `point-in-time`, `skip-corrupted`.
+impl fmt::Display for Recovery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name [`Recovery::from_str`] does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseRecoveryError {
+    input: String,
+}
+
+impl fmt::Display for ParseRecoveryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown recovery mode {:?} (expected tolerate-tail, absolute-consistency, point-in-time or skip-corrupted)",
+            self.input
+        )
+    }
+}
+
+impl std::error::Error for ParseRecoveryError {}
+
+/// Reads the kebab-case name (`Display`'s), case-insensitively and with `_` for
+/// `-`, or RocksDB's `WALRecoveryMode` name.
+///
+/// ```
+/// use walcodec::Recovery;
+///
+/// let mode: Recovery = "point-in-time".parse().unwrap();
+/// assert_eq!(mode, Recovery::PointInTime);
+/// assert_eq!("kSkipAnyCorruptedRecords".parse(), Ok(Recovery::SkipCorrupted));
+/// assert_eq!(Recovery::TolerateTail.to_string(), "tolerate-tail");
+/// assert!("sometimes".parse::<Recovery>().is_err());
+/// ```
+impl FromStr for Recovery {
+    type Err = ParseRecoveryError;
+
+    fn from_str(input: &str) -> Result<Recovery, ParseRecoveryError> {
+        let wanted = input.trim().to_ascii_lowercase().replace('_', "-");
+        Recovery::ALL
+            .into_iter()
+            .find(|mode| mode.name() == wanted || mode.rocksdb_name() == input.trim())
+            .ok_or_else(|| ParseRecoveryError {
+                input: input.to_owned(),
+            })
+    }
+}
+
+type Reporter = Arc<Mutex<dyn FnMut(&Corruption) + Send>>;
 
 /// Counters of what a decoder has seen.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -99,7 +186,12 @@ pub struct DecodeStats {
 ///     .build();
 /// assert_eq!(decoder.offset(), 0);
 /// ```
+///
+/// A builder is a reusable configuration: [`build`](Self::build) takes `&self`, so
+/// one builder makes any number of decoders, all with the same settings and the
+/// same reporter.
 #[must_use]
+#[derive(Clone)]
 pub struct LogDecoderBuilder {
     recovery: Recovery,
     checksums: bool,
@@ -176,18 +268,19 @@ impl LogDecoderBuilder {
     /// Called with every piece of the log the decoder drops. Without a reporter,
     /// damage is still counted in [`LogDecoder::stats`].
     ///
-    /// `build` hands the reporter to the decoder it builds; build again and the next
-    /// decoder has none.
+    /// Every decoder this builder builds (and every clone of one) reports to this
+    /// one closure; it is called with a lock held, one report at a time.
     pub fn on_corruption<F>(&mut self, reporter: F) -> &mut Self
     where
         F: FnMut(&Corruption) + Send + 'static,
     {
-        self.reporter = Some(Box::new(reporter));
+        self.reporter = Some(Arc::new(Mutex::new(reporter)));
         self
     }
 
-    /// The configured decoder.
-    pub fn build(&mut self) -> LogDecoder {
+    /// A decoder with the configured settings. The builder is unchanged: build
+    /// again for another decoder just like it.
+    pub fn build(&self) -> LogDecoder {
         let base = block_start(self.start_offset);
         LogDecoder {
             recovery: self.recovery,
@@ -195,7 +288,7 @@ impl LogDecoderBuilder {
             max_record_bytes: self.max_record_bytes,
             start_offset: self.start_offset,
             end_offset: self.end_offset.unwrap_or(u64::MAX),
-            reporter: self.reporter.take(),
+            reporter: self.reporter.clone(),
             offset: base,
             skip: None,
             assembly: Assembly::Idle,
@@ -210,12 +303,13 @@ impl LogDecoderBuilder {
     }
 
     /// A [`FramedRead`] of `io` with the configured decoder.
-    pub fn new_read<R: AsyncRead>(&mut self, io: R) -> FramedRead<R, LogDecoder> {
+    pub fn new_read<R: AsyncRead>(&self, io: R) -> FramedRead<R, LogDecoder> {
         FramedRead::new(io, self.build())
     }
 }
 
 /// A record being put together from its fragments.
+#[derive(Clone)]
 enum Assembly {
     Idle,
     Collecting {
@@ -237,7 +331,7 @@ const MIN_VIEW_FRAGMENT: usize = 4096;
 /// The payload of an open record: large fragments as views of the read buffer, runs
 /// of small ones copied together. Joined with one copy at LAST, so memory held stays
 /// within the record's size (plus the buffers at its two ends).
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Parts {
     views: Vec<Bytes>,
     small: BytesMut,
@@ -274,11 +368,13 @@ impl Parts {
 }
 
 /// Bytes to pass over up to `until` (a block end).
+#[derive(Clone)]
 struct Skip {
     until: u64,
     why: SkipReason,
 }
 
+#[derive(Clone)]
 enum SkipReason {
     Trailer,
     ZeroFill,
@@ -300,6 +396,7 @@ const SECTOR_SIZE: u64 = 512;
 
 /// Zeros that are harmless if they run to the end of the input and damage if
 /// anything but zeros follows them.
+#[derive(Clone)]
 enum ZeroSuspect {
     /// Damage that zeros cut short: an open record cut by zero fill, or a fragment
     /// whose payload runs into zeros from a sector boundary on (so fails its
@@ -362,6 +459,10 @@ enum Flow {
 /// # Ok(())
 /// # }
 /// ```
+///
+/// A decoder is `Clone` (the clone goes on from the same point, on its own, with the
+/// same reporter) and `Send + Sync`.
+#[derive(Clone)]
 pub struct LogDecoder {
     recovery: Recovery,
     checksums: bool,
@@ -423,13 +524,21 @@ impl LogDecoder {
         self.offset
     }
 
-    /// The offset of the first header of the record last returned (LevelDB's
-    /// `LastRecordOffset`); 0 before any record.
+    /// Where the record last returned sits in the log: `start` is LevelDB's
+    /// `LastRecordOffset`, `end` a checkpoint to resume reading from. `None` before
+    /// any record.
+    pub fn last_record(&self) -> Option<Position> {
+        self.last_record
+    }
+
+    /// The offset of the first header of the record last returned; 0 before any record.
+    #[deprecated(note = "use `last_record()`, whose `start` this is")]
     pub fn last_record_offset(&self) -> u64 {
         self.last_record.map_or(0, |p| p.start)
     }
 
     /// Where the record last returned sits in the log.
+    #[deprecated(note = "renamed `last_record()`")]
     pub fn last_record_position(&self) -> Option<Position> {
         self.last_record
     }
@@ -476,6 +585,16 @@ impl LogDecoder {
         self.offset += n as u64;
     }
 
+    fn report(&self, corruption: &Corruption) {
+        if let Some(reporter) = &self.reporter {
+            // A reporter that panicked once still hears about later damage.
+            let mut report = reporter
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            report(corruption);
+        }
+    }
+
     /// Handles one piece of damage according to the recovery mode.
     fn corrupt(&mut self, corruption: Corruption) -> Result<(), Error> {
         if self.flow != Flow::Reading {
@@ -486,15 +605,11 @@ impl LogDecoder {
         self.stats.dropped_bytes += corruption.bytes();
         match self.recovery {
             Recovery::SkipCorrupted => {
-                if let Some(report) = self.reporter.as_mut() {
-                    report(&corruption);
-                }
+                self.report(&corruption);
                 Ok(())
             }
             Recovery::PointInTime => {
-                if let Some(report) = self.reporter.as_mut() {
-                    report(&corruption);
-                }
+                self.report(&corruption);
                 self.flow = Flow::Halted {
                     at: corruption.offset(),
                 };

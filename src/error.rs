@@ -9,22 +9,24 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The underlying source or sink failed.
-    #[error("i/o error: {0}")]
+    /// The underlying source or sink failed. Displays as the I/O error itself (its
+    /// source is that error's source), so an error chain says it once.
+    #[error(transparent)]
     Io(#[from] io::Error),
 
     /// The log is damaged at `offset`, in a way the decoder's [`Recovery`] mode does
     /// not skip.
     ///
     /// [`Recovery`]: crate::Recovery
-    #[error("corrupt log at offset {offset}: {reason} ({bytes} bytes)")]
+    #[error("corrupt log at offset {offset}: {kind} ({bytes} bytes)")]
     Corruption {
         /// Log offset of the damaged fragment (or of the record it belonged to).
         offset: u64,
         /// Bytes the damage covers.
         bytes: u64,
-        /// What is wrong, in LevelDB's words.
-        reason: CorruptionKind,
+        /// What is wrong (as [`Corruption::kind`]; it displays as LevelDB's reason
+        /// text, [`Corruption::reason`]).
+        kind: CorruptionKind,
     },
 
     /// A record grew past the decoder's `max_record_bytes`.
@@ -204,7 +206,7 @@ impl Corruption {
         Error::Corruption {
             offset: self.offset,
             bytes: self.bytes,
-            reason: self.kind,
+            kind: self.kind,
         }
     }
 }

@@ -164,7 +164,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 Ok(Some(data)) => {
                     let position = self
                         .decoder
-                        .last_record_position()
+                        .last_record()
                         .expect("a returned record has a position");
                     return Poll::Ready(Some(Ok(LogRecord { position, data })));
                 }
@@ -205,38 +205,123 @@ impl<R: AsyncRead + Unpin> Stream for LogReader<R> {
 }
 
 impl LogReader<tokio::fs::File> {
+    /// Opens the log at `path` and reads all of it with the default decoder
+    /// ([`Recovery::TolerateTail`](crate::Recovery::TolerateTail)).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("000001.log");
+    /// use walcodec::{AsyncLogWriter, LogReader};
+    ///
+    /// let writer = AsyncLogWriter::create(&path).await?;
+    /// writer.append(b"first").await?;
+    /// writer.append(b"second").await?;
+    /// writer.close().await?;
+    ///
+    /// let mut reader = LogReader::open(&path).await?;
+    /// while let Some(record) = reader.next_record().await {
+    ///     let record = record?;
+    ///     println!("{}..{}: {:?}", record.position.start, record.position.end, record.data);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn open(path: impl AsRef<Path>) -> Result<LogReader<tokio::fs::File>, Error> {
+        LogReader::open_at(path, 0, &LogDecoder::builder()).await
+    }
+
     /// Opens the log at `path` and reads the records whose first fragment starts at or
-    /// after `start_offset` (0 for the whole log). The file is positioned at
-    /// [`block_start`]`(start_offset)` for the decoder `builder` builds.
+    /// after `start_offset` (0 for the whole log), with a decoder `builder` builds.
+    /// The file is positioned at [`block_start`]`(start_offset)`; the builder is left
+    /// as it was.
+    ///
+    /// A checkpoint is a record's `position.end`: reading from it resumes with the
+    /// next record, and no record that began before it is reported as damage.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("000001.log");
+    /// use walcodec::{AsyncLogWriter, LogDecoder, LogReader};
+    ///
+    /// let writer = AsyncLogWriter::create(&path).await?;
+    /// let checkpoint = writer.append(b"applied").await?.end;
+    /// writer.append(b"not yet applied").await?;
+    /// writer.close().await?;
+    ///
+    /// let mut reader = LogReader::open_at(&path, checkpoint, &LogDecoder::builder()).await?;
+    /// let next = reader.next_record().await.unwrap()?;
+    /// assert_eq!(next.data, &b"not yet applied"[..]);
+    /// assert!(reader.next_record().await.is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn open_at(
         path: impl AsRef<Path>,
         start_offset: u64,
-        builder: &mut LogDecoderBuilder,
+        builder: &LogDecoderBuilder,
     ) -> Result<LogReader<tokio::fs::File>, Error> {
         let mut file = tokio::fs::File::open(path).await?;
         file.seek(SeekFrom::Start(block_start(start_offset)))
             .await?;
-        Ok(LogReader::new(
-            file,
-            builder.start_offset(start_offset).build(),
-        ))
+        let decoder = builder.clone().start_offset(start_offset).build();
+        Ok(LogReader::new(file, decoder))
     }
 
     /// Opens one split of the log at `path`: the records whose first fragment starts
     /// in `range`. Reading goes past `range.end` only to finish the last record, so
-    /// the splits of any partition of a log yield every record exactly once.
+    /// the splits of any partition of a log yield every record exactly once. The
+    /// builder is left as it was.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("000001.log");
+    /// use walcodec::{split_ranges, AsyncLogWriter, LogDecoder, LogReader};
+    ///
+    /// let writer = AsyncLogWriter::create(&path).await?;
+    /// for i in 0..1000u32 {
+    ///     writer.append_buffered(vec![i as u8; 300]).await?;
+    /// }
+    /// let len = writer.close().await?;
+    ///
+    /// // Four readers, one per split, each could run on its own task.
+    /// let builder = LogDecoder::builder();
+    /// let mut total = 0;
+    /// for range in split_ranges(len, 4) {
+    ///     let mut reader = LogReader::open_range(&path, range, &builder).await?;
+    ///     while let Some(record) = reader.next_record().await {
+    ///         record?;
+    ///         total += 1;
+    ///     }
+    /// }
+    /// assert_eq!(total, 1000);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn open_range(
         path: impl AsRef<Path>,
         range: Range<u64>,
-        builder: &mut LogDecoderBuilder,
+        builder: &LogDecoderBuilder,
     ) -> Result<LogReader<tokio::fs::File>, Error> {
+        let mut builder = builder.clone();
         builder.end_offset(range.end);
-        LogReader::open_at(path, range.start, builder).await
+        LogReader::open_at(path, range.start, &builder).await
     }
 }
 
 /// Cuts `[0, len)` into `parts` contiguous ranges of nearly equal size, for
 /// [`LogReader::open_range`]. Any partition works; this one is simply even.
+///
+/// ```
+/// use walcodec::split_ranges;
+///
+/// assert_eq!(split_ranges(100, 3), [0..33, 33..66, 66..100]);
+/// ```
 pub fn split_ranges(len: u64, parts: usize) -> Vec<Range<u64>> {
     let parts = parts.max(1) as u64;
     (0..parts)
@@ -309,14 +394,14 @@ impl<R: AsyncRead + Unpin> LogTailer<R> {
 impl LogTailer<tokio::fs::File> {
     /// Follows the log at `path` from its start.
     pub async fn open(path: impl AsRef<Path>) -> Result<LogTailer<tokio::fs::File>, Error> {
-        LogTailer::open_at(path, 0, &mut LogDecoder::builder()).await
+        LogTailer::open_at(path, 0, &LogDecoder::builder()).await
     }
 
     /// Follows the log at `path` from the first record at or after `start_offset`.
     pub async fn open_at(
         path: impl AsRef<Path>,
         start_offset: u64,
-        builder: &mut LogDecoderBuilder,
+        builder: &LogDecoderBuilder,
     ) -> Result<LogTailer<tokio::fs::File>, Error> {
         let reader = LogReader::open_at(&path, start_offset, builder).await?;
         let (file, decoder) = reader.into_parts();

@@ -200,9 +200,9 @@ fn a_fragment_cut_off_a_sector_boundary_is_damage() {
             assert!(out.torn, "cut at {len}");
         } else {
             match &out.error {
-                Some(Error::Corruption { offset, reason, .. }) => {
+                Some(Error::Corruption { offset, kind, .. }) => {
                     assert_eq!(*offset, start as u64, "cut at {len}");
-                    assert_eq!(reason.to_string(), "checksum mismatch", "cut at {len}");
+                    assert_eq!(kind.to_string(), "checksum mismatch", "cut at {len}");
                 }
                 other => panic!("cut at {len}: {other:?}"),
             }
@@ -211,7 +211,7 @@ fn a_fragment_cut_off_a_sector_boundary_is_damage() {
                 matches!(
                     strict.error,
                     Some(Error::Corruption {
-                        reason: walcodec::CorruptionKind::ChecksumMismatch,
+                        kind: walcodec::CorruptionKind::ChecksumMismatch,
                         ..
                     })
                 ),

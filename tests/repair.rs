@@ -205,9 +205,9 @@ async fn a_corrupt_last_record_ending_in_zero_is_not_cut() {
         let file = log_file(&bytes);
         for result in [scan_log(&file.path).await, repair_log(&file.path).await] {
             match result {
-                Err(Error::Corruption { offset, reason, .. }) => {
+                Err(Error::Corruption { offset, kind, .. }) => {
                     assert_eq!(offset, last.start);
-                    assert_eq!(reason, CorruptionKind::ChecksumMismatch);
+                    assert_eq!(kind, CorruptionKind::ChecksumMismatch);
                 }
                 other => panic!("padding {padding}: {other:?}"),
             }
@@ -337,7 +337,7 @@ async fn mid_log_corruption_is_refused() {
     ] {
         let file = log_file(&bytes);
         match scan_log(&file.path).await {
-            Err(Error::Corruption { reason, .. }) => assert_eq!(reason, kind, "{name}"),
+            Err(Error::Corruption { kind: got, .. }) => assert_eq!(got, kind, "{name}"),
             other => panic!("{name}: expected corruption, got {other:?}"),
         }
         assert!(matches!(
@@ -411,14 +411,29 @@ async fn scan_and_repair_take_a_record_limit() {
     let (log, _) = encode(&[record(1, 100), record(2, 3 * BLOCK_SIZE)]);
     std::fs::write(&path, &log).unwrap();
     assert!(!walcodec::scan_log(&path).await.unwrap().needs_repair());
-    let refused = walcodec::repair_log_with_limit(&path, BLOCK_SIZE).await;
+    let refused = walcodec::RepairOptions::new()
+        .max_record_bytes(BLOCK_SIZE)
+        .repair(&path)
+        .await;
     assert!(
         matches!(refused, Err(Error::RecordTooLarge { .. })),
         "{refused:?}"
     );
     assert_eq!(std::fs::read(&path).unwrap(), log);
-    let scan = walcodec::scan_log_with_limit(&path, 4 * BLOCK_SIZE)
+    let scan = walcodec::RepairOptions::new()
+        .max_record_bytes(4 * BLOCK_SIZE)
+        .scan(&path)
         .await
         .unwrap();
+    assert_eq!(scan.valid_len, log.len() as u64);
+    // The deprecated functions say the same.
+    #[allow(deprecated)]
+    let old = walcodec::scan_log_with_limit(&path, 4 * BLOCK_SIZE)
+        .await
+        .unwrap();
+    assert_eq!(old, scan);
+    #[allow(deprecated)]
+    let old = walcodec::repair_log_with_limit(&path, BLOCK_SIZE).await;
+    assert!(matches!(old, Err(Error::RecordTooLarge { .. })));
     assert_eq!(scan.valid_len, log.len() as u64);
 }

@@ -219,7 +219,7 @@ pub(crate) fn read_status(
             let torn = matches!(
                 error,
                 walcodec::Error::Corruption {
-                    reason: CorruptionKind::TruncatedTail,
+                    kind: CorruptionKind::TruncatedTail,
                     ..
                 }
             );

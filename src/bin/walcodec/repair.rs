@@ -21,7 +21,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use bytes::BytesMut;
-use walcodec::{repair_log_with_limit, scan_log_with_limit, LogEncoder, TailScan};
+use walcodec::{LogEncoder, RepairOptions, TailScan};
 
 use crate::common::{open_reader, progress_bar, Failure, Limits, RecoveryArg, Status};
 use crate::write::sync_parent;
@@ -69,9 +69,15 @@ fn judge_scan(
 async fn truncate(path: &Path, dry_run: bool, limits: Limits) -> Result<Status, Failure> {
     let name = path.display();
     let scan = if dry_run {
-        scan_log_with_limit(path, limits.max_record_bytes).await
+        RepairOptions::new()
+            .max_record_bytes(limits.max_record_bytes)
+            .scan(path)
+            .await
     } else {
-        repair_log_with_limit(path, limits.max_record_bytes).await
+        RepairOptions::new()
+            .max_record_bytes(limits.max_record_bytes)
+            .repair(path)
+            .await
     };
     let scan = match judge_scan(path, scan)? {
         Ok(scan) => scan,

@@ -198,7 +198,7 @@ impl Pass<'_> {
                 Some(record) => {
                     let position = self
                         .decoder
-                        .last_record_position()
+                        .last_record()
                         .expect("a returned record has a position");
                     self.visitor.record(position, &record)?;
                 }
