@@ -12,11 +12,14 @@ use clap::{Parser, Subcommand};
 mod cat;
 mod common;
 mod dump;
+mod input;
+mod json;
 mod physical;
 mod repair;
 mod scan;
 mod stat;
 mod tail;
+mod verdict;
 mod verify;
 mod write;
 

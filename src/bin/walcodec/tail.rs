@@ -15,7 +15,7 @@ use tokio::io::AsyncSeekExt;
 use walcodec::LogTailer;
 
 use crate::common::{
-    finish, open_reader, read_status, stdout, Failure, Limits, RecoveryArg, Status,
+    finish, open_file_reader, read_status, stdout, Failure, Limits, RecoveryArg, Status,
 };
 use crate::dump::{format_record, Format};
 
@@ -42,7 +42,7 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let path = &args.file;
-    let (mut reader, _) = open_reader(path, args.recovery, 0, limits).await?;
+    let mut reader = open_file_reader(path, args.recovery, limits).await?;
     let mut last = VecDeque::with_capacity(args.records.min(1 << 16));
     let mut error = None;
     while let Some(record) = reader.next_record().await {
@@ -62,13 +62,13 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let mut line = Vec::new();
     for record in &last {
         line.clear();
-        format_record(record, args.format, &mut line);
+        format_record(record, args.format, None, &mut line);
         out.write_all(&line)?;
     }
     out.flush()?;
     if !args.follow || error.is_some() {
         finish(out)?;
-        return read_status(path, reader.decoder(), error);
+        return read_status(&path.display().to_string(), reader.decoder(), error);
     }
 
     // Go on with the same decoder: it holds any record begun before EOF. The bytes the
@@ -83,7 +83,7 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         match record {
             Ok(record) => {
                 line.clear();
-                format_record(&record, args.format, &mut line);
+                format_record(&record, args.format, None, &mut line);
                 out.write_all(&line)?;
                 // Whoever reads a followed log wants each record now.
                 out.flush()?;
@@ -95,5 +95,5 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         }
     }
     finish(out)?;
-    read_status(path, tailer.decoder(), error)
+    read_status(&path.display().to_string(), tailer.decoder(), error)
 }

@@ -22,6 +22,7 @@ use tokio_util::codec::Decoder;
 use walcodec::{LogEncoder, RecordIoCodec};
 
 use crate::common::{parse_hex, Failure, Limits, Status};
+use crate::input::Input;
 use crate::scan::{scan, Visitor};
 
 #[derive(Debug, clap::Args)]
@@ -102,7 +103,8 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
 fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failure> {
     struct Nothing;
     impl Visitor for Nothing {}
-    let end = scan(path, 0, true, limits, &mut Nothing)?;
+    let mut input = Input::open(path, limits)?;
+    let end = scan(&mut input, 0, true, limits, &mut Nothing)?;
     let strict = &end.strict;
     if let Some(damage) = &strict.damage {
         eprintln!(
