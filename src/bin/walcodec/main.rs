@@ -9,6 +9,20 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// The exit status table, as a literal so that subcommands can append it to their
+/// own help with `concat!`.
+macro_rules! exit_status {
+    () => {
+        "\
+Exit status:
+  0  success; the log is clean
+  1  the log is corrupt: records or bytes were dropped
+  2  usage or I/O error (nothing was judged)
+  3  the log is intact but its tail is torn: its last record was cut short,
+     as a writer that died mid-write leaves it (`walcodec repair` truncates it)"
+    };
+}
+
 mod cat;
 mod common;
 mod dump;
@@ -25,13 +39,7 @@ mod write;
 
 use common::{Failure, Limits, Status};
 
-const EXIT_STATUS: &str = "\
-Exit status:
-  0  success; the log is clean
-  1  the log is corrupt: records or bytes were dropped
-  2  usage or I/O error (nothing was judged)
-  3  the log is intact but its tail is torn: its last record was cut short,
-     as a writer that died mid-write leaves it (`walcodec repair` truncates it)";
+const EXIT_STATUS: &str = exit_status!();
 
 /// Inspect, verify, repair and convert LevelDB / RocksDB log files.
 #[derive(Debug, Parser)]
@@ -49,10 +57,10 @@ enum Command {
     #[command(after_help = EXIT_STATUS)]
     Dump(dump::Args),
     /// Read the whole log, print each corruption LevelDB-style and a summary.
-    #[command(after_help = EXIT_STATUS)]
+    #[command(after_help = verify::AFTER_HELP)]
     Verify(verify::Args),
     /// Count records, blocks, fragments, trailers and damage; record-size histogram.
-    #[command(after_help = EXIT_STATUS)]
+    #[command(after_help = stat::AFTER_HELP)]
     Stat(stat::Args),
     /// Truncate a torn tail (durably), or with --salvage copy every readable record
     /// into a new, clean log.

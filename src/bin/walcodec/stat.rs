@@ -19,7 +19,7 @@
 //!   LOW..=HIGH COUNT BAR                     power-of-two buckets, empty ones inside the range kept
 //! ```
 //!
-//! With `--format json`, the same as one JSON object (see `FORMAT_HELP`).
+//! With `--format json`, the same as one JSON object (see `AFTER_HELP`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -34,20 +34,24 @@ use crate::json::JsonObject;
 use crate::scan::{scan, ScanEnd, Visitor};
 use crate::verdict::{json_end, result_text, SummaryFormat, Tail};
 
-/// The JSON fields, for `stat --help`.
-const FORMAT_HELP: &str = "\
+/// The JSON fields and the exit status, for `stat --help`.
+pub(crate) const AFTER_HELP: &str = concat!(
+    "\
 With --format json, one object on stdout:
   file, bytes, blocks, last_block_bytes (0 when the last block is full),
   records, record_bytes,
   fragments {total, full, first, middle, last, other},
   header_bytes, trailer_bytes, zero_fill_bytes,
   damaged_bytes {total, bad_checksum, bad_length, skipped},
-  torn_tail_bytes, corruptions, dropped_bytes,
+  torn_tail_bytes, corruptions, dropped_bytes (the reports of LevelDB's reader,
+    a torn tail's included: verify counts damage only),
   tail, valid_len, tail_bytes, complete, live, notes, result, exit_code (as verify),
-  record_sizes [{min, max, count}]   the non-empty span of power-of-two buckets";
+  record_sizes [{min, max, count}]   the non-empty span of power-of-two buckets",
+    "\n\n",
+    exit_status!()
+);
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = FORMAT_HELP)]
 pub(crate) struct Args {
     /// The log file; `-` reads stdin.
     file: PathBuf,

@@ -16,7 +16,7 @@
 //! strict reader has not yet found damage); they are printed as soon as it has, or
 //! dropped at the end, when the tail line says it all. With `--format json` the
 //! findings go to stderr (`walcodec: FILE: offset N: ...`) and stdout holds one JSON
-//! object (see `FORMAT_HELP`).
+//! object (see `AFTER_HELP`).
 //!
 //! Whether the log is damaged or only torn is a strict (`TolerateTail`) reader's
 //! verdict: zeros after a FIRST fragment up to EOF, which LevelDB reports as "error
@@ -38,8 +38,9 @@ use crate::json::JsonObject;
 use crate::scan::{scan, Visitor};
 use crate::verdict::{json_end, result_text, SummaryFormat, Tail};
 
-/// The JSON fields, for `verify --help`.
-const FORMAT_HELP: &str = "\
+/// The JSON fields and the exit status, for `verify --help`.
+pub(crate) const AFTER_HELP: &str = concat!(
+    "\
 With --format json, one object on stdout (findings go to stderr):
   file             the input's name (\"stdin\" for -)
   bytes            bytes read
@@ -56,10 +57,12 @@ With --format json, one object on stdout (findings go to stderr):
   live             true when the file changed while it was read
   notes            sentences about how the read ended
   result           \"clean\", \"corrupt\" or \"torn_tail\"
-  exit_code        the exit status: 0, 1 or 3";
+  exit_code        the exit status: 0, 1 or 3",
+    "\n\n",
+    exit_status!()
+);
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = FORMAT_HELP)]
 pub(crate) struct Args {
     /// The log file; `-` reads stdin.
     file: PathBuf,
