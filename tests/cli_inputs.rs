@@ -461,6 +461,13 @@ fn a_sparse_file_of_zeros_is_an_empty_preallocated_log_to_every_command() {
         format!("{name}: would trim {size} bytes of zeros after offset 0, the end of its last complete record (preallocated space or block padding; no record lost)\n")
     );
     assert_eq!(fs::metadata(&path).unwrap().len(), size);
+    // Appending after the zeros would hide the new records: refused, saying why.
+    let append = run_with(&["write", "--append", name], Stdio::null(), None);
+    assert_eq!(code(&append), 2);
+    assert_eq!(
+        stderr(&append),
+        format!("walcodec: {name}: refusing to append: {size} bytes of zeros (preallocated space or block padding) follow the last complete record (offset 0); run `walcodec repair` to trim them first\n")
+    );
     let repair = run(&["repair", name]);
     assert_eq!(code(&repair), 0);
     assert!(stdout(&repair).starts_with(&format!("{name}: trimmed {size} bytes of zeros")));
