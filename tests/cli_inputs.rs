@@ -133,6 +133,7 @@ fn dump_verify_stat_and_cat_read_a_pipe_as_dash_and_as_dev_stdin() {
             &["verify", "--format", "json"],
             &["stat"],
             &["cat", "--to", "hex"],
+            &["tail", "-n", "3"],
         ] {
             let direct = run(&[args, &[path_str(file)]].concat());
             for stdin in ["-", "/dev/stdin"] {
@@ -194,6 +195,14 @@ fn a_character_device_is_read_only_up_to_max_input_bytes() {
             );
         }
     }
+    let tail = run(&["tail", "/dev/zero"]);
+    assert_eq!(code(&tail), 2);
+    let follow = run(&["tail", "-f", "-"]);
+    assert_eq!(code(&follow), 2);
+    assert_eq!(
+        stderr(&follow),
+        "walcodec: stdin: only a regular file can be followed\n"
+    );
     // Repair needs a regular file, dry run or not.
     for args in [&["repair", "--dry-run"][..], &["repair"]] {
         let output = run(&[args, &["/dev/zero"]].concat());

@@ -257,20 +257,6 @@ pub(crate) fn open_reader(
     Ok(LogReader::new(BlockingReader(input), decoder).with_read_size(READ_SIZE))
 }
 
-/// Opens `path` as a tokio file for a read of the whole log that may then follow it
-/// (`tail -f`): it is read to its end, as it grows.
-pub(crate) async fn open_file_reader(
-    path: &Path,
-    recovery: RecoveryArg,
-    limits: Limits,
-) -> Result<LogReader<tokio::fs::File>, Failure> {
-    let file = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| Failure::io(path, e))?;
-    let decoder = stderr_decoder(&path.display().to_string(), recovery, 0, limits);
-    Ok(LogReader::new(file, decoder).with_read_size(READ_SIZE))
-}
-
 /// Ends the read of a reader from `open_reader`: says on stderr when it stopped at
 /// `--max-input-bytes` or the file changed meanwhile, and gives the decoder back.
 pub(crate) fn finish_reader(reader: LogReader<BlockingReader>) -> (String, LogDecoder) {

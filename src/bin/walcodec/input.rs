@@ -218,6 +218,9 @@ impl Read for Input {
     }
 }
 
+/// The most `BlockingReader` asks for at a time.
+const MAX_READ_BYTES: usize = 256 << 10;
+
 /// [`Input`] as a tokio reader, for `LogReader`. Its reads block the thread, which is
 /// what a tokio file would do on a thread of its own: the tool's runtime has one
 /// thread and nothing else to run while a command reads its input.
@@ -231,8 +234,11 @@ impl AsyncRead for BlockingReader {
         buffer: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let input = &mut self.get_mut().0;
+        // A read into uninitialized memory must zero it first: asking for at most
+        // this much keeps that cheap when a pipe hands over 64 KiB at a time.
+        let wanted = buffer.remaining().min(MAX_READ_BYTES);
         loop {
-            match input.read(buffer.initialize_unfilled()) {
+            match input.read(buffer.initialize_unfilled_to(wanted)) {
                 Ok(n) => {
                     buffer.advance(n);
                     return Poll::Ready(Ok(()));

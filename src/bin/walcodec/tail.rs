@@ -1,10 +1,12 @@
 //! `tail FILE`: the last records of a log, in `dump`'s formats; with `-f`, then every
 //! record appended to it, each printed as soon as it is complete.
 //!
-//! The records to print first are found by reading the whole log; following then
-//! goes on with the same decoder from where that read stopped, so a record being
-//! written at that moment is neither lost nor printed twice, and damage already
-//! reported is not reported again.
+//! The records to print first are found by reading the whole log (as the other
+//! reading commands do: a regular file up to its length at open, `-` and pipes until
+//! they close); following then goes on with the same decoder from where that read
+//! stopped, so a record being written at that moment is neither lost nor printed
+//! twice, and damage already reported is not reported again. Only a regular file can
+//! be followed.
 
 use std::collections::VecDeque;
 use std::io::{SeekFrom, Write};
@@ -15,13 +17,14 @@ use tokio::io::AsyncSeekExt;
 use walcodec::LogTailer;
 
 use crate::common::{
-    finish, open_file_reader, read_status, stdout, Failure, Limits, RecoveryArg, Status,
+    finish, finish_reader, open_reader, read_status, stdout, Failure, Limits, RecoveryArg, Status,
 };
 use crate::dump::{format_record, Format};
+use crate::input::input_name;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The log file.
+    /// The log file; `-` reads stdin (without --follow).
     file: PathBuf,
     /// Then follow the log as it grows, until interrupted.
     #[arg(short, long)]
@@ -42,7 +45,15 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let path = &args.file;
-    let mut reader = open_file_reader(path, args.recovery, limits).await?;
+    let regular_file =
+        path.as_os_str() != "-" && std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    if args.follow && !regular_file {
+        return Err(Failure::new(format!(
+            "{}: only a regular file can be followed",
+            input_name(path)
+        )));
+    }
+    let mut reader = open_reader(path, args.recovery, 0, limits)?;
     let mut last = VecDeque::with_capacity(args.records.min(1 << 16));
     let mut error = None;
     while let Some(record) = reader.next_record().await {
@@ -68,12 +79,17 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     out.flush()?;
     if !args.follow || error.is_some() {
         finish(out)?;
-        return read_status(&path.display().to_string(), reader.decoder(), error);
+        let (name, decoder) = finish_reader(reader);
+        return read_status(&name, &decoder, error);
     }
 
     // Go on with the same decoder: it holds any record begun before EOF. The bytes the
-    // reader had read but the decoder had not consumed are read again from the file.
-    let (mut file, decoder) = reader.into_parts();
+    // reader had read but the decoder had not consumed are read again from the file,
+    // which is expected to be growing: no note about it changing.
+    let (_, decoder) = reader.into_parts();
+    let mut file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| Failure::io(path, e))?;
     file.seek(SeekFrom::Start(decoder.offset()))
         .await
         .map_err(|e| Failure::io(path, e))?;
