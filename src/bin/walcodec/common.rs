@@ -1,5 +1,5 @@
-//! What the subcommands share: exit status, errors, record formatting, opening a log
-//! for reading, and the progress bar.
+//! What the subcommands share: exit status, errors, record formatting, and opening a
+//! log for a record-by-record read.
 
 use std::fmt;
 use std::io::{self, Write};

@@ -1,9 +1,11 @@
 //! `walcodec`: inspect, verify, repair and convert LevelDB / RocksDB log files (the
 //! write-ahead log and MANIFEST framing).
 //!
-//! One module per subcommand; `common` holds the exit status, errors, output
-//! formatting and the progress bar, `scan` the single pass that `verify`, `stat` and
-//! `dump --physical` make over a file.
+//! One module per subcommand; `common` holds the exit status, errors and output
+//! formatting, `input` where a command's bytes come from (a file up to its length at
+//! open, stdin, a pipe, a device) and the progress bar, `scan` the single pass that
+//! `verify`, `stat` and `dump --physical` make over it, `verdict` the words `verify`
+//! and `stat` share about a log's tail and result, `json` their JSON output.
 
 use std::process::ExitCode;
 

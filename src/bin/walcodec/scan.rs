@@ -1,4 +1,4 @@
-//! One pass over a log file that shows each block to the physical walker
+//! One pass over a log (an `Input`) that shows each block to the physical walker
 //! (`walcodec::physical::Chunks`), to a `LogDecoder` in `SkipCorrupted` mode and to
 //! one in `TolerateTail` mode, so a command sees the layout, the records and every
 //! report of the same bytes, and the verdict of a strict reader.
