@@ -1098,6 +1098,20 @@ fn dump_max_bytes_shortens_payloads_and_says_what_was_left_out() {
         ])),
         2
     );
+    let tail = run(&[
+        "tail",
+        "-n",
+        "1",
+        "--max-bytes",
+        "3",
+        "--format",
+        "hex",
+        path_str(&log),
+    ]);
+    assert_eq!(
+        stdout(&tail),
+        expected.lines().last().unwrap().to_string() + "\n"
+    );
 }
 
 #[test]

@@ -126,10 +126,12 @@ impl Input {
             }
             Kind::Stream => None,
             Kind::Endless if limits.max_input_bytes.is_none() => {
-                return Err(Failure::new(format!(
-                    "{}: a character device, which may never end: give --max-input-bytes N to read its first N bytes",
-                    input.name
-                )));
+                let why = if input.file.is_terminal() {
+                    "a terminal: pipe a log in (`cat LOG | walcodec dump -`) or name its file"
+                } else {
+                    "a character device, which may never end: give --max-input-bytes N to read its first N bytes"
+                };
+                return Err(Failure::new(format!("{}: {why}", input.name)));
             }
             Kind::Endless => None,
         };

@@ -35,6 +35,9 @@ pub(crate) struct Args {
     /// How each record is printed (as `dump`).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Print at most N bytes of each payload (as `dump`).
+    #[arg(long, value_name = "N")]
+    max_bytes: Option<usize>,
     /// How long to wait before looking again when the log has not grown, in ms.
     #[arg(long, value_name = "MS", default_value_t = 50)]
     poll_interval: u64,
@@ -73,7 +76,7 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let mut line = Vec::new();
     for record in &last {
         line.clear();
-        format_record(record, args.format, None, &mut line);
+        format_record(record, args.format, args.max_bytes, &mut line);
         out.write_all(&line)?;
     }
     out.flush()?;
@@ -99,7 +102,7 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         match record {
             Ok(record) => {
                 line.clear();
-                format_record(&record, args.format, None, &mut line);
+                format_record(&record, args.format, args.max_bytes, &mut line);
                 out.write_all(&line)?;
                 // Whoever reads a followed log wants each record now.
                 out.flush()?;
