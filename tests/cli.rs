@@ -1115,7 +1115,7 @@ fn dump_max_bytes_shortens_payloads_and_says_what_was_left_out() {
 }
 
 #[test]
-fn salvage_exits_as_verify_judges_the_input() {
+fn salvage_exits_0_for_a_full_copy_and_3_without_a_torn_last_record() {
     let dir = tempfile::tempdir().unwrap();
     let clean = data("writers/spec-abc/000001.log");
     let out = dir.path().join("clean-copy.log");

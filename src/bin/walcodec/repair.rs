@@ -21,8 +21,9 @@
 //! of zeros only is an empty log) are trimmed too, so appends continue the log, but
 //! they are not a torn tail: no record is lost, and `--dry-run` exits 0, as
 //! `verify` does. A torn tail gives 3 with `--dry-run`, 0 once cut. `--salvage`
-//! exits as `verify` would on FILE: 1 when it dropped bytes, 3 when only a torn tail
-//! was left out, 0 when it copied everything.
+//! exits 1 when it dropped bytes (LevelDB's reader reported damage, a record cut by
+//! zero fill included), 3 when it left out only a record cut by the file's end, 0
+//! when it copied everything.
 //!
 //! Only a regular file can be repaired: a pipe or a device has no length to cut (and
 //! a character device no end to find).
