@@ -1139,3 +1139,74 @@ fn salvage_exits_0_for_a_full_copy_and_3_without_a_torn_last_record() {
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     assert_eq!(fs::read(&out).unwrap(), fs::read(&clean).unwrap());
 }
+
+/// A log of 128 records, 16 to a block, so no record crosses a block edge.
+fn block_aligned_log() -> Vec<u8> {
+    let mut log = BytesMut::new();
+    let mut encoder = LogEncoder::new();
+    for i in 0..128u32 {
+        let mut record = i.to_le_bytes().to_vec();
+        record.resize(BLOCK_SIZE / 16 - 7, b'r');
+        encoder.encode_record(&record, &mut log);
+    }
+    assert_eq!(log.len(), 8 * BLOCK_SIZE);
+    log.to_vec()
+}
+
+/// A zeroed block with data after it is lost data, though LevelDB's reader skips it
+/// silently: `verify` says so and exits 1; zeroed blocks up to the end are clean.
+#[test]
+fn verify_reports_a_zeroed_block_followed_by_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = block_aligned_log();
+    log[3 * BLOCK_SIZE..4 * BLOCK_SIZE].fill(0);
+    let path = dir.path().join("000001.log");
+    fs::write(&path, &log).unwrap();
+    let verify = run(&["verify", path_str(&path)]);
+    assert_eq!(code(&verify), 1, "{}", stdout(&verify));
+    assert!(
+        stdout(&verify).contains("1 zeroed block(s) followed by data"),
+        "{}",
+        stdout(&verify)
+    );
+    assert!(stdout(&verify).contains("result: corrupt"));
+
+    // The same zeros at the end: preallocated space, nothing lost.
+    let mut log = block_aligned_log();
+    log[7 * BLOCK_SIZE..].fill(0);
+    fs::write(&path, &log).unwrap();
+    let verify = run(&["verify", path_str(&path)]);
+    assert_eq!(code(&verify), 0, "{}", stdout(&verify));
+}
+
+/// A corrupt last record whose final byte is 0x00 is corruption (exit 1), not a torn
+/// tail, and `repair` leaves it alone.
+#[test]
+fn a_corrupt_last_record_ending_in_zero_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = BytesMut::new();
+    let mut encoder = LogEncoder::new();
+    let mut last = walcodec::Position { start: 0, end: 0 };
+    for i in 0..11u8 {
+        last = encoder.encode_record(&vec![i + 1; 100 + i as usize], &mut log);
+    }
+    let mut log = log.to_vec();
+    log[last.end as usize - 1] = 0;
+    log[(last.start + last.end) as usize / 2] ^= 0x08;
+    let path = dir.path().join("000001.log");
+    fs::write(&path, &log).unwrap();
+    let verify = run(&["verify", path_str(&path)]);
+    assert_eq!(code(&verify), 1, "{}", stdout(&verify));
+    assert!(
+        stdout(&verify).contains("checksum mismatch"),
+        "{}",
+        stdout(&verify)
+    );
+    let repair = run(&["repair", path_str(&path)]);
+    assert_ne!(code(&repair), 0, "{}", stdout(&repair));
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        log,
+        "repair refused, the file is as it was"
+    );
+}

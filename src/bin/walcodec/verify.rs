@@ -163,6 +163,22 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         corruptions += stats.corruptions;
         dropped += stats.dropped_bytes;
     }
+    // LevelDB's reader skips a zeroed block silently (so there is no report of it
+    // above), but zero fill from a block's start with data after it is lost data.
+    corruptions += stats.zeroed_blocks;
+    if stats.zeroed_blocks > 0 {
+        writeln!(
+            checker.out,
+            "{}{} zeroed block(s) followed by data: zero fill from a block's first byte hides lost records{}",
+            checker.prefix,
+            stats.zeroed_blocks,
+            end.strict
+                .damage
+                .as_deref()
+                .map(|first| format!(" (first: {first})"))
+                .unwrap_or_default()
+        )?;
+    }
     let tail = Tail::of(&end, hidden > 0);
     let status = Status::judge(corruptions, end.strict.incomplete_tail);
     let notes = input_notes(&end.input);
