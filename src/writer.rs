@@ -470,6 +470,21 @@ impl AsyncLogWriter {
     ///
     /// Errors as [`append`](Self::append); on an error none of the records is known to
     /// be durable. An empty batch returns at once.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use walcodec::AsyncLogWriter;
+    ///
+    /// let log = AsyncLogWriter::create(dir.path().join("000001.log")).await?;
+    /// // A transaction's records, next to each other in the log, durable together.
+    /// let positions = log.append_batch([&b"begin"[..], b"put k v", b"commit"]).await?;
+    /// assert_eq!(positions[1].start, positions[0].end);
+    /// log.close().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn append_batch<I>(&self, records: I) -> Result<Vec<Position>, Error>
     where
         I: IntoIterator,
@@ -501,6 +516,24 @@ impl AsyncLogWriter {
     }
 
     /// Resolves once every record appended before this call is durable.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use walcodec::AsyncLogWriter;
+    ///
+    /// let log = AsyncLogWriter::create(dir.path().join("000001.log")).await?;
+    /// // Many records without waiting for each one's sync, then one sync for all.
+    /// for i in 0..100u32 {
+    ///     log.append_buffered(i.to_le_bytes()).await?;
+    /// }
+    /// log.sync().await?;
+    /// assert_eq!(log.stats().records, 100);
+    /// # log.close().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn sync(&self) -> Result<(), Error> {
         let shared = &self.handle.shared;
         let done = {
