@@ -41,6 +41,7 @@ mod decoder;
 mod encoder;
 mod error;
 pub mod format;
+mod logdir;
 pub mod physical;
 mod reader;
 pub mod recordio;
@@ -52,6 +53,10 @@ pub use decoder::{DecodeStats, LogDecoder, LogDecoderBuilder, Recovery, DEFAULT_
 pub use encoder::LogEncoder;
 pub use error::{Corruption, CorruptionKind, Error};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+pub use logdir::{
+    DirReader, DirRecord, LogDir, LogDirOptions, LogPosition, ParsePositionError,
+    DEFAULT_MAX_SEGMENT_BYTES,
+};
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
 pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
 pub use repair::{repair_log, repair_log_with_limit, scan_log, scan_log_with_limit, TailScan};
@@ -63,5 +68,6 @@ pub use writer::{
 /// Hooks for this crate's own tests (fault injection). Not a stable API.
 #[doc(hidden)]
 pub mod testing {
+    pub use crate::logdir::{DirStorage, OsDirStorage};
     pub use crate::writer::{FileStorage, Storage};
 }
