@@ -234,6 +234,7 @@ impl LogDirOptions {
                     sealed: recovered.sealed,
                     pins: BTreeMap::new(),
                     truncations: Vec::new(),
+                    purged_through: recovered.purged_through,
                 }),
                 end: watch::channel(end).0,
                 purging: tokio::sync::Mutex::new(()),
@@ -326,11 +327,21 @@ pub(crate) struct Catalog {
     pub(crate) pins: BTreeMap<u64, usize>,
     /// Every truncation so far, for readers to check their position against.
     pub(crate) truncations: Vec<LogPosition>,
+    /// The end of the last segment purged: positions from there to the start of
+    /// `first` hold no record, so reading from them starts at `first`.
+    pub(crate) purged_through: LogPosition,
 }
 
 impl Catalog {
     pub(crate) fn pin(&mut self, segment: u64) {
         *self.pins.entry(segment).or_default() += 1;
+    }
+
+    /// Where reading from `from` starts: `from` itself, or the start of the first
+    /// segment for [`LogPosition::START`] and for a position at or past the end of
+    /// the last purged segment.
+    pub(crate) fn resolve(&self, from: LogPosition) -> Result<LogPosition, Error> {
+        resolve_start(from, self.first, self.purged_through)
     }
 
     pub(crate) fn unpin(&mut self, segment: u64) {
@@ -340,6 +351,23 @@ impl Catalog {
                 self.pins.remove(&segment);
             }
         }
+    }
+}
+
+/// See [`Catalog::resolve`].
+pub(crate) fn resolve_start(
+    from: LogPosition,
+    first: u64,
+    purged_through: LogPosition,
+) -> Result<LogPosition, Error> {
+    if from.segment >= first {
+        Ok(from)
+    } else if from == LogPosition::START || from >= purged_through {
+        Ok(LogPosition::new(first, 0))
+    } else {
+        Err(Error::Purged {
+            segment: from.segment,
+        })
     }
 }
 
@@ -537,13 +565,24 @@ impl LogDir {
 
     /// Deletes `victims` (consecutive, oldest first, already behind `first`).
     async fn delete_segments(&self, victims: Vec<u64>) -> Result<Vec<u64>, Error> {
-        if victims.is_empty() {
+        let Some(&last) = victims.last() else {
             return Ok(victims);
-        }
+        };
+        let through = {
+            let catalog = self.inner.catalog();
+            LogPosition::new(last, catalog.sealed.get(&last).copied().unwrap_or(0))
+        };
         let dir = self.inner.dir.clone();
         let storage = Arc::clone(&self.inner.options.storage);
         let deleted = victims.clone();
         let result = blocking(move || {
+            // First where the purge ends, so a checkpoint there still reads after a
+            // restart; the directory sync below makes both durable.
+            if let Err(e) =
+                recovery::write_position_file(&dir, recovery::PURGED_FILE, through, &*storage)
+            {
+                return Ok(Err((deleted[0], e)));
+            }
             for &segment in &deleted {
                 match storage.remove(&segment_path(&dir, segment)) {
                     Ok(()) => {}
@@ -560,6 +599,7 @@ impl LogDir {
                 for segment in &victims {
                     catalog.sealed.remove(segment);
                 }
+                catalog.purged_through = catalog.purged_through.max(through);
                 Ok(victims)
             }
             Err((failed, e)) => {
@@ -569,6 +609,8 @@ impl LogDir {
                 }
                 if failed != u64::MAX {
                     catalog.first = failed;
+                } else {
+                    catalog.purged_through = catalog.purged_through.max(through);
                 }
                 Err(e.into())
             }

@@ -134,16 +134,7 @@ impl DirReader {
     pub(crate) fn in_process(inner: Arc<Inner>, from: LogPosition) -> Result<DirReader, Error> {
         let (from, truncations_seen) = {
             let mut catalog = inner.catalog();
-            let from = if from == LogPosition::START {
-                LogPosition::new(catalog.first, 0)
-            } else {
-                from
-            };
-            if from.segment < catalog.first {
-                return Err(Error::Purged {
-                    segment: from.segment,
-                });
-            }
+            let from = catalog.resolve(from)?;
             if from.segment > catalog.active {
                 return Err(Error::InvalidPosition {
                     position: from,
@@ -189,17 +180,9 @@ impl DirReader {
             let dir = dir.clone();
             super::fs::blocking(move || list_segments(&dir)).await?
         };
-        let first = segments.first().copied();
-        let from = match (from, first) {
-            (LogPosition::START, Some(first)) => LogPosition::new(first, 0),
-            (LogPosition::START, None) => LogPosition::new(1, 0),
-            (from, Some(first)) if from.segment < first => {
-                return Err(Error::Purged {
-                    segment: from.segment,
-                })
-            }
-            (from, _) => from,
-        };
+        let first = segments.first().copied().unwrap_or(1);
+        let purged_through = super::recovery::read_purged(&dir).await?;
+        let from = super::resolve_start(from, first, purged_through)?;
         Ok(DirReader {
             dir,
             source: Source::Files,
@@ -315,7 +298,8 @@ impl DirReader {
                     continue;
                 }
             }
-            if readable.sealed {
+            if readable.sealed || self.later_segment_exists().await? {
+                let cursor = self.cursor.as_mut().expect("opened above");
                 cursor.at_eof = true;
                 continue;
             }
@@ -393,6 +377,17 @@ impl DirReader {
             (_, Some(&last)) if last > segment => Err(Error::MissingSegment { segment }),
             _ => Ok(false),
         }
+    }
+
+    /// In another process, at the end of a segment whose successor is not there:
+    /// whether a later one is (a hole, reported when the reader gets to it).
+    async fn later_segment_exists(&self) -> Result<bool, Error> {
+        if let Source::Writer { .. } = self.source {
+            return Ok(false);
+        }
+        let dir = self.dir.clone();
+        let segments = super::fs::blocking(move || list_segments(&dir)).await?;
+        Ok(segments.last().is_some_and(|&last| last > self.segment))
     }
 
     /// Moves on to the start of the next segment.

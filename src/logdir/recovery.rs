@@ -25,6 +25,9 @@ use crate::{Error, DEFAULT_MAX_RECORD_BYTES};
 /// Once it is durable the truncation is decided; `open` finishes it.
 pub(crate) const TRUNCATE_FILE: &str = "TRUNCATE";
 const TRUNCATE_TMP: &str = "TRUNCATE.tmp";
+/// The end of the last segment purged, so a checkpoint at that end still reads from
+/// the first segment kept after a restart.
+pub(crate) const PURGED_FILE: &str = "PURGED";
 
 /// A directory checked and ready for appends.
 #[derive(Debug)]
@@ -37,6 +40,8 @@ pub(crate) struct Recovered {
     pub(crate) active_len: u64,
     /// It, open for writing, positioned at `active_len`.
     pub(crate) active_file: std::fs::File,
+    /// The end of the last segment purged ([`LogPosition::START`] if none).
+    pub(crate) purged_through: LogPosition,
 }
 
 /// Recovers the log directory `dir` (whose lock the caller holds).
@@ -55,6 +60,7 @@ pub(crate) async fn recover(dir: &Path, fs: &Arc<dyn DirStorage>) -> Result<Reco
                 active: 1,
                 active_len: 0,
                 active_file: file,
+                purged_through: read_purged(dir).await?,
             });
         }
     };
@@ -80,7 +86,22 @@ pub(crate) async fn recover(dir: &Path, fs: &Arc<dyn DirStorage>) -> Result<Reco
         active: last,
         active_len: scan.valid_len,
         active_file: file.into_std().await,
+        purged_through: read_purged(dir).await?,
     })
+}
+
+/// The end of the last segment purged from `dir`, from its `PURGED` file.
+pub(crate) async fn read_purged(dir: &Path) -> Result<LogPosition, Error> {
+    match tokio::fs::read_to_string(dir.join(PURGED_FILE)).await {
+        Ok(text) => text.trim().parse().map_err(|e| {
+            Error::Io(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("unreadable {PURGED_FILE} file in the log directory: {e}"),
+            ))
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(LogPosition::START),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The first number missing between the first and the last of `segments` (sorted).
@@ -144,15 +165,27 @@ pub(crate) fn write_truncation_marker(
     position: LogPosition,
     fs: &dyn DirStorage,
 ) -> io::Result<()> {
+    write_position_file(dir, TRUNCATE_FILE, position, fs)?;
+    fs.sync_dir(dir)
+}
+
+/// Replaces `dir/name` with a file holding `position`, atomically (a synced
+/// temporary file renamed over it). The rename is durable after the next sync of
+/// `dir`.
+pub(crate) fn write_position_file(
+    dir: &Path,
+    name: &str,
+    position: LogPosition,
+    fs: &dyn DirStorage,
+) -> io::Result<()> {
     use std::io::Write;
-    let tmp = dir.join(TRUNCATE_TMP);
+    let tmp = dir.join(format!("{name}.tmp"));
     let _ = std::fs::remove_file(&tmp);
     let mut file = fs.create(&tmp)?;
     file.write_all(format!("{position}\n").as_bytes())?;
     fs.sync_file(&file)?;
     drop(file);
-    std::fs::rename(&tmp, dir.join(TRUNCATE_FILE))?;
-    fs.sync_dir(dir)
+    std::fs::rename(&tmp, dir.join(name))
 }
 
 /// Cuts the log after `position`: deletes the later segments (newest first) and cuts
