@@ -205,7 +205,19 @@ impl LogDirOptions {
         let dir = path.as_ref().to_path_buf();
         {
             let dir = dir.clone();
-            blocking(move || std::fs::create_dir_all(dir)).await?;
+            let storage = Arc::clone(&self.storage);
+            blocking(move || {
+                if dir.is_dir() {
+                    return Ok(());
+                }
+                std::fs::create_dir_all(&dir)?;
+                // The new directory's own name must survive a crash too.
+                match dir.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => storage.sync_dir(parent),
+                    _ => Ok(()),
+                }
+            })
+            .await?;
         }
         let lock = {
             let dir = dir.clone();

@@ -94,6 +94,8 @@ pub struct DirReader {
     /// Where to start in `segment` when it is opened.
     start_offset: u64,
     cursor: Option<Cursor>,
+    /// Just past the last record returned (or where reading started).
+    position: LogPosition,
     failed: bool,
 }
 
@@ -157,6 +159,7 @@ impl DirReader {
             segment: from.segment,
             start_offset: from.offset,
             cursor: None,
+            position: from,
             failed: false,
         })
     }
@@ -191,13 +194,13 @@ impl DirReader {
             segment: from.segment,
             start_offset: from.offset,
             cursor: None,
+            position: from,
             failed: false,
         })
     }
 
     /// Waits for new records at the end of the log instead of ending: the stream
-    /// ends only on an error (or, in the writer's process, once the
-    /// [`LogDir`](crate::LogDir) is dropped and everything durable was read).
+    /// ends only on an error. Drop the reader to stop following.
     pub fn follow(mut self) -> DirReader {
         self.follow = true;
         self
@@ -210,14 +213,10 @@ impl DirReader {
         self
     }
 
-    /// Where the reader is: the segment it reads and its offset in it, past the
-    /// last record returned (or where it started).
+    /// Just past the last record returned (where reading started before the
+    /// first): a checkpoint to resume from.
     pub fn position(&self) -> LogPosition {
-        let offset = match (&self.cursor, self.start_offset) {
-            (Some(cursor), start) => cursor.decoder.offset().max(start),
-            (None, start) => start,
-        };
-        LogPosition::new(self.segment, offset)
+        self.position
     }
 
     /// The next record; `None` at the end of what is readable (a follower waits
@@ -227,7 +226,12 @@ impl DirReader {
             return None;
         }
         match self.advance().await {
-            Ok(record) => record.map(Ok),
+            Ok(record) => {
+                if let Some(record) = &record {
+                    self.position = record.end;
+                }
+                record.map(Ok)
+            }
             Err(e) => {
                 self.failed = true;
                 Some(Err(e))
@@ -241,10 +245,7 @@ impl DirReader {
                 if !self.follow {
                     return Ok(None);
                 }
-                self.wait().await?;
-                if self.writer_gone() {
-                    return Ok(None);
-                }
+                self.wait().await;
                 continue;
             }
             self.check_truncations()?;
@@ -307,10 +308,7 @@ impl DirReader {
                 return Ok(None);
             }
             self.check_file()?;
-            self.wait().await?;
-            if self.writer_gone() && self.caught_up() {
-                return Ok(None);
-            }
+            self.wait().await;
         }
     }
 
@@ -493,34 +491,13 @@ impl DirReader {
     }
 
     /// Waits for the log to grow: on the writer's watch channel, or one poll interval.
-    async fn wait(&mut self) -> Result<(), Error> {
+    async fn wait(&mut self) {
         match &mut self.source {
+            // The reader holds the sender's owner, so the channel never closes under it.
             Source::Writer { end, .. } => {
-                // An error means the LogDir is gone: nothing will change any more.
                 let _ = end.changed().await;
             }
             Source::Files => tokio::time::sleep(self.poll_interval).await,
-        }
-        Ok(())
-    }
-
-    /// The writer's [`LogDir`](crate::LogDir) is dropped: a follower will see no
-    /// more records.
-    fn writer_gone(&self) -> bool {
-        match &self.source {
-            Source::Writer { end, .. } => end.has_changed().is_err(),
-            Source::Files => false,
-        }
-    }
-
-    /// Whether everything durable has been read.
-    fn caught_up(&self) -> bool {
-        match (&self.source, &self.cursor) {
-            (Source::Writer { end, .. }, Some(cursor)) => {
-                let end = *end.borrow();
-                end.segment == self.segment && cursor.read_to >= end.offset
-            }
-            _ => true,
         }
     }
 }
