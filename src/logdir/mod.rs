@@ -1,61 +1,5 @@
-//! [`LogDir`]: a log that lives for months, as numbered segment files.
-//!
-//! A directory holds segments `000001.log`, `000002.log`, … (at least six digits,
-//! as LevelDB and RocksDB name their logs). Each is an ordinary log file that any
-//! LevelDB-format reader reads as it is; a record never spans two segments. The
-//! last segment is *active*: an [`AsyncLogWriter`] appends to it with group commit.
-//! The others are *sealed*: complete, synced, never written again.
-//!
-//! ```text
-//!  000004.log   000005.log   000006.log   000007.log  LOCK
-//!  sealed       sealed       sealed       active  <- appends
-//!  ^ purge_before drops whole sealed segments from the front
-//! ```
-//!
-//! A [`LogPosition`] (segment, offset) names a point in the whole log;
-//! [`append`](LogDir::append) returns the one just past its record, a checkpoint
-//! that [`read_from`](LogDir::read_from) resumes after.
-//!
-//! ```
-//! # #[tokio::main]
-//! # async fn main() -> Result<(), walcodec::Error> {
-//! use walcodec::{LogDir, LogPosition};
-//!
-//! let dir = tempfile::tempdir()?;
-//! let log = LogDir::builder().max_segment_bytes(4096).open(dir.path()).await?;
-//! let mut checkpoint = LogPosition::START;
-//! for i in 0..100 {
-//!     let end = log.append(format!("event {i}")).await?; // durable now
-//!     if i == 49 {
-//!         checkpoint = end;
-//!     }
-//! }
-//! // Everything up to the checkpoint is applied elsewhere: drop the whole segments
-//! // before it, then replay what follows it.
-//! log.purge_before(checkpoint).await?;
-//! let mut reader = log.read_from(checkpoint)?;
-//! let first = reader.next_record().await.unwrap()?;
-//! assert_eq!(first.data, "event 50");
-//! log.close().await?;
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! # Rotation
-//!
-//! An append that would push the active segment past
-//! [`max_segment_bytes`](LogDirOptions::max_segment_bytes) (counting the most its
-//! record can encode to) first seals it: appends already in it finish, the writer
-//! closes (a final sync), the next segment is created, synced and its directory
-//! entry synced, and only then do appends go on, in the order they arrived. A lone
-//! record larger than the limit gets a segment of its own.
-//!
-//! # Durability
-//!
-//! `Ok` means on disk: the record is covered by an `fdatasync`, the segment's
-//! directory entry by a directory sync, a purge's deletions by a directory sync. A
-//! truncation that crosses segments first writes a durable `TRUNCATE` marker, which
-//! `open` finishes, so a crash leaves the log before or after it, never in between.
+//! [`LogDir`]: a log that lives for months, as numbered segment files; its
+//! options, positions, recovery, reading and retention.
 
 mod fs;
 mod lock;
@@ -258,9 +202,64 @@ impl LogDirOptions {
 
 /// A durable log in a directory of numbered segment files: append with group
 /// commit from many tasks, rotate, purge, truncate, read and follow across
-/// segments. See the [module documentation](self) for the layout.
+/// segments. Cheap to clone; all clones append to the same log.
 ///
-/// Cheap to clone; all clones append to the same log.
+/// A directory holds segments `000001.log`, `000002.log`, … (at least six digits,
+/// as LevelDB and RocksDB name their logs). Each is an ordinary log file that any
+/// LevelDB-format reader reads as it is; a record never spans two segments. The
+/// last segment is *active*: an [`AsyncLogWriter`] appends to it with group commit.
+/// The others are *sealed*: complete, synced, never written again.
+///
+/// ```text
+///  000004.log   000005.log   000006.log   000007.log  LOCK
+///  sealed       sealed       sealed       active  <- appends
+///  ^ purge_before drops whole sealed segments from the front
+/// ```
+///
+/// A [`LogPosition`] (segment, offset) names a point in the whole log;
+/// [`append`](LogDir::append) returns the one just past its record, a checkpoint
+/// that [`read_from`](LogDir::read_from) resumes after.
+///
+/// ```
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use walcodec::{LogDir, LogPosition};
+///
+/// let dir = tempfile::tempdir()?;
+/// let log = LogDir::builder().max_segment_bytes(4096).open(dir.path()).await?;
+/// let mut checkpoint = LogPosition::START;
+/// for i in 0..100 {
+///     let end = log.append(format!("event {i}")).await?; // durable now
+///     if i == 49 {
+///         checkpoint = end;
+///     }
+/// }
+/// // Everything up to the checkpoint is applied elsewhere: drop the whole segments
+/// // before it, then replay what follows it.
+/// log.purge_before(checkpoint).await?;
+/// let mut reader = log.read_from(checkpoint)?;
+/// let first = reader.next_record().await.unwrap()?;
+/// assert_eq!(first.data, "event 50");
+/// log.close().await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Rotation
+///
+/// An append that would push the active segment past
+/// [`max_segment_bytes`](LogDirOptions::max_segment_bytes) (counting the most its
+/// record can encode to) first seals it: appends already in it finish, the writer
+/// closes (a final sync), the next segment is created, synced and its directory
+/// entry synced, and only then do appends go on, in the order they arrived. A lone
+/// record larger than the limit gets a segment of its own.
+///
+/// # Durability
+///
+/// `Ok` means on disk: the record is covered by an `fdatasync`, the segment's
+/// directory entry by a directory sync, a purge's deletions by a directory sync. A
+/// truncation that crosses segments first writes a durable `TRUNCATE` marker, which
+/// `open` finishes, so a crash leaves the log before or after it, never in between.
 #[derive(Clone)]
 pub struct LogDir {
     inner: Arc<Inner>,
