@@ -314,6 +314,11 @@ impl Inner {
     /// Raises the published durable end to `position` (never lowers it: appends
     /// finish in any order).
     fn publish(&self, position: LogPosition) {
+        // Most appends of a batch find the batch's end already published: a shared
+        // look first, so they do not all queue for the write lock.
+        if *self.end.borrow() >= position {
+            return;
+        }
         self.end.send_if_modified(|end| {
             if position > *end {
                 *end = position;
@@ -385,6 +390,8 @@ pub(crate) fn resolve_start(
 struct Active {
     segment: u64,
     writer: Option<AsyncLogWriter>,
+    /// The writer's durable length, to publish a whole batch's end at once.
+    durable: watch::Receiver<u64>,
     /// Upper bound of the segment's length once every append admitted is written.
     reserved: AtomicU64,
     failure: Option<Arc<Error>>,
@@ -394,6 +401,7 @@ impl Active {
     fn new(segment: u64, writer: AsyncLogWriter, len: u64) -> Active {
         Active {
             segment,
+            durable: writer.durable_end(),
             writer: Some(writer),
             reserved: AtomicU64::new(len),
             failure: None,
@@ -467,7 +475,11 @@ impl LogDir {
             }
             let position = writer.append(record).await?;
             let end = LogPosition::new(active.segment, position.end);
-            self.inner.publish(end);
+            let batch_end = *active.durable.borrow();
+            self.inner.publish(LogPosition::new(
+                active.segment,
+                batch_end.max(position.end),
+            ));
             return Ok(end);
         }
     }
