@@ -530,3 +530,48 @@ async fn a_record_larger_than_a_segment_gets_one_of_its_own() {
     assert_eq!(records[1].data.len(), 5000);
     log.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn reader_in_another_process_fails_when_its_segment_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogDir::open(dir.path()).await.unwrap();
+    let mut ends = Vec::new();
+    for seq in 0..20 {
+        ends.push(log.append(make_record_sized(10, seq, 100)).await.unwrap());
+    }
+    let mut reader = DirReader::open(dir.path(), LogPosition::START)
+        .await
+        .unwrap()
+        .follow()
+        .with_poll_interval(Duration::from_millis(5));
+    for _ in 0..20 {
+        reader.next_record().await.unwrap().unwrap();
+    }
+    log.truncate_after(ends[9]).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(5), reader.next_record())
+        .await
+        .expect("the cut is noticed")
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, Error::TruncatedUnderReader { .. }), "{err}");
+    log.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_oversized_record_is_refused_without_rotating() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogDir::builder()
+        .max_segment_bytes(1000)
+        .open(dir.path())
+        .await
+        .unwrap();
+    log.append(b"small").await.unwrap();
+    let huge = vec![0u8; walcodec::DEFAULT_MAX_RECORD_BYTES + 1];
+    assert!(matches!(
+        log.append(&huge).await,
+        Err(Error::RecordTooLarge { .. })
+    ));
+    assert_eq!(log.segments().len(), 1);
+    log.append(b"still fine").await.unwrap();
+    log.close().await.unwrap();
+}

@@ -460,6 +460,14 @@ impl LogDir {
     /// truncation step failed; [`Error::Closed`] after [`close`](Self::close).
     pub async fn append(&self, record: impl AsRef<[u8]>) -> Result<LogPosition, Error> {
         let record = record.as_ref();
+        if record.len() > crate::DEFAULT_MAX_RECORD_BYTES {
+            // Refused before it can rotate a segment for nothing.
+            return Err(Error::RecordTooLarge {
+                offset: self.end().offset,
+                size: record.len() as u64,
+                max: crate::DEFAULT_MAX_RECORD_BYTES,
+            });
+        }
         let estimate = max_encoded_len(record.len()) as u64;
         let max = self.inner.options.max_segment_bytes;
         loop {
