@@ -241,6 +241,9 @@ impl DirReader {
 
     async fn advance(&mut self) -> Result<Option<DirRecord>, Error> {
         loop {
+            // Before anything read is decoded, and while waiting for a segment that
+            // a truncation may have removed.
+            self.check_truncations()?;
             if self.cursor.is_none() && !self.open_segment().await? {
                 if !self.follow {
                     return Ok(None);
@@ -248,7 +251,6 @@ impl DirReader {
                 self.wait().await;
                 continue;
             }
-            self.check_truncations()?;
             let segment = self.segment;
             let cursor = self.cursor.as_mut().expect("opened above");
             let decoded = if cursor.at_eof {
