@@ -64,6 +64,7 @@ mod decoder;
 mod encoder;
 mod error;
 pub mod format;
+mod logdir;
 pub mod physical;
 mod reader;
 mod record_decoder;
@@ -79,6 +80,10 @@ pub use decoder::{
 pub use encoder::LogEncoder;
 pub use error::{Corruption, CorruptionKind, Error, LogChange};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+pub use logdir::{
+    DirReader, DirRecord, LogDir, LogDirOptions, LogPosition, ParsePositionError,
+    DEFAULT_MAX_SEGMENT_BYTES,
+};
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
 pub use record_decoder::LogRecordDecoder;
 pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
@@ -98,5 +103,6 @@ mod readme {}
 /// Hooks for this crate's own tests (fault injection). Not a stable API.
 #[doc(hidden)]
 pub mod testing {
+    pub use crate::logdir::{DirStorage, OsDirStorage};
     pub use crate::writer::{FileStorage, Storage};
 }

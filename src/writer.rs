@@ -44,7 +44,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::{oneshot, watch, Semaphore};
 
 pub use storage::{FileStorage, Storage};
 
@@ -319,6 +319,7 @@ impl WriterOptions {
             min_sync_interval: self.min_sync_interval,
             preallocate: self.preallocate,
             max_record_bytes: self.max_record_bytes,
+            durable_end: watch::channel(len).0,
         });
         let flusher = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -592,6 +593,26 @@ impl AsyncLogWriter {
         closed.await.unwrap_or_else(|_| Err(shared.refusal()))
     }
 
+    /// The durable length of the log, as a [`watch::Receiver`]: it changes after each
+    /// sync that makes more bytes durable, so a follower or a replicator waits on
+    /// [`changed`](watch::Receiver::changed) instead of polling [`stats`](Self::stats).
+    /// Every byte before the value is on disk; no byte after it is known to be.
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// let dir = tempfile::tempdir()?;
+    /// let log = walcodec::AsyncLogWriter::create(dir.path().join("000001.log")).await?;
+    /// let mut durable = log.durable_end();
+    /// let position = log.append(b"event").await?;
+    /// durable.wait_for(|&end| end >= position.end).await.unwrap();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn durable_end(&self) -> watch::Receiver<u64> {
+        self.handle.shared.durable_end.subscribe()
+    }
+
     /// Counters of what the writer has done so far.
     pub fn stats(&self) -> WriterStats {
         let state = self.handle.shared.lock();
@@ -686,7 +707,7 @@ impl AsyncLogWriter {
 
 /// The most bytes a record of `len` bytes can encode to: a header per fragment (one
 /// more fragment than a fresh block needs, for a start late in a block) and a trailer.
-fn max_encoded_len(len: usize) -> usize {
+pub(crate) fn max_encoded_len(len: usize) -> usize {
     len + HEADER_SIZE * (len / MAX_FRAGMENT_PAYLOAD + 2) + (HEADER_SIZE - 1)
 }
 
@@ -761,6 +782,8 @@ struct Shared {
     /// Step by which the file is grown ahead of the log; 0 when it is not.
     preallocate: u64,
     max_record_bytes: usize,
+    /// The durable length, published after each sync for [`AsyncLogWriter::durable_end`].
+    durable_end: watch::Sender<u64>,
 }
 
 impl Shared {
@@ -1094,6 +1117,9 @@ fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated
         state.queued_permits -= release;
         drop(state);
 
+        if must_sync {
+            shared.durable_end.send_replace(batch_end);
+        }
         shared.queue.add_permits(release);
         for entry in taken.drain(..) {
             if let Some(waiter) = entry.waiter {
@@ -1140,6 +1166,7 @@ fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated
     let closers = mem::take(&mut state.closers);
     drop(state);
     guard.exited = true;
+    shared.durable_end.send_replace(len);
     for closer in closers {
         let _ = closer.send(Ok(len));
     }
