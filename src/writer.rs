@@ -26,7 +26,8 @@
 //! # Failures
 //!
 //! A failed write or sync stops the writer for good (it is *poisoned*): the waiters of
-//! the failed batch get the I/O error, every record queued after it gets
+//! the failed batch get the I/O error (so does a record that begins in it and ends
+//! past it, being larger than a batch), every record queued after it gets
 //! [`Error::Poisoned`], and so does every later call. The writer then cuts the file
 //! back to where the batch began; if that fails too, [`AsyncLogWriter::open`] does it
 //! on reopen. Retrying a failed `fsync` is unsound (the kernel may have dropped the
@@ -426,9 +427,13 @@ impl AsyncLogWriter {
     /// unknown until a later [`sync`](Self::sync).
     ///
     /// # Errors
-    /// - [`Error::Io`]: the write or sync of this record's batch failed. The record
-    ///   may or may not be in the file; the writer is poisoned.
-    /// - [`Error::Poisoned`]: an earlier batch failed; this record was not written.
+    /// - [`Error::Io`]: a write or sync of bytes of this record failed. The record
+    ///   may be in the file, wholly or in part (a record larger than
+    ///   [`max_batch_bytes`](WriterOptions::max_batch_bytes) is written across
+    ///   several batches); a part is cut when the log is reopened with
+    ///   [`open`](Self::open). The writer is poisoned.
+    /// - [`Error::Poisoned`]: an earlier batch failed before any byte of this record
+    ///   was written; it is not in the file.
     /// - [`Error::Closed`]: [`close`](Self::close) was called.
     /// - [`Error::RecordTooLarge`]: the record is larger than
     ///   [`DEFAULT_MAX_RECORD_BYTES`], which readers refuse.
@@ -973,6 +978,17 @@ fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated
             // Take the failed batch back so the file is a clean prefix at once; if
             // this fails too, `open` cuts the torn tail on reopen.
             let _ = storage.truncate(batch_start);
+            // A record larger than what one batch covers may begin in this batch and
+            // end in the next: some of its bytes were written, so its append gets the
+            // error itself; `Poisoned` is only for records no byte of which was.
+            // Entries are contiguous, so only the first one still pending can.
+            let written_from = taken.last().map_or(batch_start, |e| e.end);
+            if written_from < batch_end {
+                let mut state = shared.lock();
+                if let Some(straddling) = state.pending.pop_front() {
+                    taken.push(straddling);
+                }
+            }
             fail(&shared, mem::take(&mut taken), error);
             guard.exited = true;
             return;
@@ -1073,8 +1089,9 @@ fn grow(storage: &mut dyn Storage, allocated: &mut u64, end: u64, step: u64) -> 
     Ok(())
 }
 
-/// Poisons the writer: the waiters of the failed batch get the error, everything
-/// queued after it and every later call gets [`Error::Poisoned`].
+/// Poisons the writer: the waiters in `batch` (every record with bytes in the failed
+/// batch) get the error, everything queued after it and every later call gets
+/// [`Error::Poisoned`].
 fn fail(shared: &Shared, batch: Vec<Entry>, error: io::Error) {
     let mut state = shared.lock();
     let error = Arc::new(error);

@@ -436,17 +436,78 @@ async fn every_waiter_of_a_failed_batch_gets_the_error() {
             .values()
             .filter(|r| matches!(r, Err(Error::Io(_))))
             .count();
-        assert_eq!(
-            io_errors, in_failed_batch,
-            "exactly the failed batch gets EIO"
+        // Plus, when the batch was cut inside a record, that record: its first part
+        // was written (and is cut on reopen, being torn).
+        assert!(
+            (in_failed_batch..=in_failed_batch + 1).contains(&io_errors),
+            "exactly the failed batch gets EIO: {io_errors} errors, {in_failed_batch} in it"
         );
         let acked = results.values().filter(|r| r.is_ok()).count();
         // Everything else was refused and never written.
         assert_eq!(in_file, acked + in_failed_batch);
+        assert!(read.iter().all(|(position, _)| position.end <= failed_end));
         for result in results.values() {
             if let Err(Error::Poisoned { offset, source }) = result {
                 assert_eq!(*offset, failed_start);
                 assert_eq!(source.raw_os_error(), Some(EIO));
+            }
+        }
+    }
+}
+
+/// A record larger than `max_batch_bytes` is written across several batches. When a
+/// write or sync of any part of it fails, part of it may be in the file, so its append
+/// gets the I/O error itself (it used to get `Poisoned`, which says nothing of the call
+/// was written); only the calls after it get `Poisoned`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_larger_than_a_batch_gets_the_error_of_any_failed_part() {
+    const BATCH: usize = 512;
+    let kept = make_record_sized(1, 0, 40);
+    let large = make_record_sized(1, 1, 2000);
+    // Write 0 and sync 0 are the first record's; writes 1 to 4 carry the large one
+    // in 512-byte parts, and only the last part is synced (sync 1).
+    let faults = [
+        Fault::WriteError(ENOSPC),
+        Fault::ShortThenError(ENOSPC),
+        Fault::ZeroWrite,
+    ]
+    .into_iter()
+    .flat_map(|fault| (1..=4).map(move |at| (fault, at)))
+    .chain([(Fault::SyncError(EIO), 1)]);
+    for (fault, at) in faults {
+        for fail_truncate in [false, true] {
+            let context = format!("{fault:?} at {at}, truncate fails: {fail_truncate}");
+            let (_dir, path) = temp_log();
+            let (mut storage, trace) = FaultyStorage::new(&path, fault, at);
+            storage.fail_truncate = fail_truncate;
+            let log = WriterOptions::new()
+                .max_batch_bytes(BATCH)
+                .from_storage(Box::new(storage), 0)
+                .unwrap();
+            let kept_at = log.append(&kept).await.unwrap();
+            match log.append(&large).await {
+                Err(Error::Io(e)) => assert_eq!(e.kind(), fault.kind(), "{context}"),
+                other => panic!("{context}: {other:?}"),
+            }
+            assert!(trace.lock().unwrap().fired, "{context}");
+            match log.append(&kept).await {
+                Err(Error::Poisoned { offset, source }) => {
+                    assert_eq!(offset, kept_at.end, "{context}");
+                    assert_eq!(source.kind(), fault.kind(), "{context}");
+                }
+                other => panic!("{context}: {other:?}"),
+            }
+            drop(log);
+            let reopened = AsyncLogWriter::open(&path).await.unwrap();
+            reopened.close().await.unwrap();
+            let read = read_log(&path, true).await;
+            // Only a failed sync whose batch could not be taken back leaves the whole
+            // record; any part of it is cut.
+            let whole = matches!(fault, Fault::SyncError(_)) && fail_truncate;
+            assert_eq!(read.len(), 1 + usize::from(whole), "{context}");
+            assert_eq!(read[0].1, kept, "{context}");
+            if whole {
+                assert_eq!(read[1].1, large, "{context}");
             }
         }
     }
