@@ -262,7 +262,9 @@ async fn check_cut(run: &Run, cut: usize, image: &CrashImage, dir: &Path, tally:
         // checksum mismatch with more log after it: damage, to this format (see
         // `Tally::refused`). The reader must not cut it quietly, nor open.
         Err(e) if image.reordered && !strict() => {
-            tally.refused.push(format!("{context}: {e}"));
+            tally
+                .refused
+                .push(format!("{context}, lost {:?}: {e}", image.lost));
             let path = dir.join(format!("refused-{cut}.log"));
             std::fs::write(&path, &image.bytes).unwrap();
             match AsyncLogWriter::open(&path).await {

@@ -172,6 +172,8 @@ pub struct CrashImage {
     /// Whether some page written since the last sync did not reach the disk (or only
     /// in part) while a later one did: the reordering only a power cut shows.
     pub reordered: bool,
+    /// Byte ranges written since the last sync that did not reach the disk (merged).
+    pub lost: Vec<(u64, u64)>,
 }
 
 /// A small, seedable generator (SplitMix64): no dependency, same sequence everywhere.
@@ -291,6 +293,7 @@ pub fn crash_image(ops: &[Op], cut: usize, rng: &mut SplitMix) -> CrashImage {
     // Reordered: a page that lost bytes the writer wrote before a page that kept some
     // (zeros written over zeros count as neither).
     let mut lost_before = false;
+    let mut lost: Vec<(u64, u64)> = Vec::new();
     let mut reordered = false;
     for (&page, &count) in dirty.iter().zip(&sectors) {
         let from = page * PAGE;
@@ -302,7 +305,14 @@ pub fn crash_image(ops: &[Op], cut: usize, rng: &mut SplitMix) -> CrashImage {
         let kept_data = from < kept_to && cached[from..kept_to].iter().any(|&b| b != 0);
         reordered |= lost_before && kept_data;
         let on_disk = |i: usize| bytes.get(i).copied().unwrap_or(0);
-        lost_before |= (from..to).any(|i| on_disk(i) != cached[i]);
+        let first_lost = (from..to).find(|&i| on_disk(i) != cached[i]);
+        if let Some(first) = first_lost {
+            lost_before = true;
+            match lost.last_mut() {
+                Some((_, end)) if *end == first as u64 => *end = to as u64,
+                _ => lost.push((first as u64, to as u64)),
+            }
+        }
     }
     CrashImage {
         bytes,
@@ -310,5 +320,6 @@ pub fn crash_image(ops: &[Op], cut: usize, rng: &mut SplitMix) -> CrashImage {
         cached_len: cached.len() as u64,
         persist,
         reordered,
+        lost,
     }
 }
