@@ -113,6 +113,10 @@ impl WriterOptions {
     /// The most bytes one write + sync covers (default 1 MiB; at least 1). Bytes
     /// beyond it wait for the next round; a record larger than the cap is written
     /// across several rounds and released by the sync that covers its end.
+    ///
+    /// A round cut inside the queued bytes ends on a 512-byte edge of the file (the
+    /// shape a torn write has, which reopening recognizes after a power cut), so it
+    /// covers up to 511 bytes less; with a cap below 512 bytes, up to the next edge.
     pub fn max_batch_bytes(&mut self, bytes: usize) -> &mut Self {
         self.max_batch_bytes = bytes.max(1);
         self
@@ -944,7 +948,10 @@ fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated
 
         // Take the waiters and the bytes under one lock: every waiter taken here ends
         // at or before `batch_end`, so the sync below covers all of its bytes.
-        let n = state.buf.len().min(max_batch);
+        let mut n = state.buf.len().min(max_batch);
+        if n < state.buf.len() {
+            n = sector_split(state.buf_start, n, state.buf.len());
+        }
         let batch_start = state.buf_start;
         let batch_end = batch_start + n as u64;
         let covered = state.pending.partition_point(|e| e.end <= batch_end);
@@ -1077,6 +1084,30 @@ fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated
     }
 }
 
+/// The unit a disk writes atomically, and where a torn write can stop.
+const SECTOR_BYTES: u64 = 512;
+
+/// How many of the `available` bytes at log offset `start` a batch that must be cut
+/// after about `wanted` bytes takes: up to a 512-byte edge of the file.
+///
+/// Why: a batch cut inside a record can become durable on its own (a preallocation
+/// step syncs what was written before it), and a power cut may then lose the rest of
+/// the record, leaving its fragment cut short by zeros (preallocated space) from the
+/// batch's end. A reader takes a fragment cut by zeros for a torn write only when the
+/// zeros begin at a sector edge inside it, the shape a disk leaves; anywhere else
+/// they are damage, and reopening the log would fail. Cut at an edge, every durable
+/// point inside a record is one. The batch is then up to 511 bytes shorter than
+/// `wanted`, or, when no edge falls within `wanted`, runs on to the next one.
+fn sector_split(start: u64, wanted: usize, available: usize) -> usize {
+    let end = start + wanted as u64;
+    let down = end - end % SECTOR_BYTES;
+    if down > start {
+        return (down - start) as usize;
+    }
+    let up = (start / SECTOR_BYTES + 1) * SECTOR_BYTES;
+    ((up - start) as usize).min(available)
+}
+
 /// Makes the file at least `end` bytes long, in whole steps of `step` zero bytes,
 /// before a batch ending at `end` is written (nothing when `step` is 0).
 fn grow(storage: &mut dyn Storage, allocated: &mut u64, end: u64, step: u64) -> io::Result<()> {
@@ -1138,5 +1169,26 @@ fn copy_io_error(error: &io::Error) -> io::Error {
     match error.raw_os_error() {
         Some(code) => io::Error::from_raw_os_error(code),
         None => io::Error::new(error.kind(), error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_batch_ends_on_a_sector_edge() {
+        // Down to the edge below the cap.
+        assert_eq!(sector_split(47, 512, 2000), 465);
+        assert_eq!(sector_split(512, 1000, 5000), 512);
+        assert_eq!(sector_split(97_000, 1000, 5000), 792);
+        // No edge within the cap: on to the next one, or all there is.
+        assert_eq!(sector_split(47, 100, 2000), 465);
+        assert_eq!(sector_split(47, 100, 300), 300);
+        for (start, wanted) in [(0, 1), (3, 700), (1 << 20, 1 << 20), (511, 1)] {
+            let n = sector_split(start, wanted, usize::MAX);
+            assert_eq!((start + n as u64) % SECTOR_BYTES, 0, "{start} {wanted}");
+            assert!(n > 0);
+        }
     }
 }

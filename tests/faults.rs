@@ -464,15 +464,15 @@ async fn a_record_larger_than_a_batch_gets_the_error_of_any_failed_part() {
     const BATCH: usize = 512;
     let kept = make_record_sized(1, 0, 40);
     let large = make_record_sized(1, 1, 2000);
-    // Write 0 and sync 0 are the first record's; writes 1 to 4 carry the large one
-    // in 512-byte parts, and only the last part is synced (sync 1).
+    // Write 0 and sync 0 are the first record's; writes 1 to 5 carry the large one
+    // in parts that end on 512-byte edges, and only the last part is synced (sync 1).
     let faults = [
         Fault::WriteError(ENOSPC),
         Fault::ShortThenError(ENOSPC),
         Fault::ZeroWrite,
     ]
     .into_iter()
-    .flat_map(|fault| (1..=4).map(move |at| (fault, at)))
+    .flat_map(|fault| (1..=5).map(move |at| (fault, at)))
     .chain([(Fault::SyncError(EIO), 1)]);
     for (fault, at) in faults {
         for fail_truncate in [false, true] {
