@@ -176,6 +176,8 @@ struct Tally {
     gaps: usize,
     reordered: usize,
     torn_tails_cut: usize,
+    /// Torn tails that are a fragment cut short by zeros to EOF.
+    zero_cuts: usize,
     flips: usize,
     /// Reordered images a reader refuses as damage (the first fragment that lost a
     /// page is followed by more log), with their shape. Out of reach of this format:
@@ -288,6 +290,19 @@ async fn check_cut(run: &Run, cut: usize, image: &CrashImage, dir: &Path, tally:
         .unwrap_or_else(|e| panic!("{context}: reopen fails: {e}"));
     assert_eq!(reopened.stats().len, valid_len, "{context}");
     tally.torn_tails_cut += usize::from(valid_len < image.bytes.len() as u64);
+    if !image.reordered {
+        if let Some((fragment, zeros, end)) = zero_cut(&image.bytes, valid_len as usize) {
+            // The shape the decoder accepts as torn by zero fill (issue 17, finding 2):
+            // zeros from a sector edge inside the fragment to EOF.
+            let edge = zeros.next_multiple_of(power_support::SECTOR);
+            assert!(
+                edge > fragment && edge < end,
+                "{context}: fragment {fragment}..{end} cut by zeros from {zeros}, \
+                 no sector edge among them"
+            );
+            tally.zero_cuts += 1;
+        }
+    }
     let marker = make_record(u32::MAX, cut as u32);
     reopened.append(&marker).await.unwrap();
     reopened.close().await.unwrap();
@@ -382,6 +397,33 @@ async fn check_flip(
     std::fs::remove_file(&path).unwrap();
 }
 
+/// The fragment after `valid_len` whose bytes run into zeros that last to EOF, if
+/// the tail is one: (its offset, where the zeros begin, where it would end).
+fn zero_cut(bytes: &[u8], valid_len: usize) -> Option<(usize, usize, usize)> {
+    let zeros = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    if zeros <= valid_len || zeros == bytes.len() {
+        return None;
+    }
+    let mut at = valid_len;
+    loop {
+        let block_left = BLOCK_SIZE - at % BLOCK_SIZE;
+        if block_left < HEADER_SIZE {
+            at += block_left;
+            continue;
+        }
+        if at + HEADER_SIZE > zeros {
+            // Zeros inside a header: a torn header, not a payload.
+            return None;
+        }
+        let len = u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]) as usize;
+        let end = at + HEADER_SIZE + len;
+        if end > zeros {
+            return Some((at, zeros, end));
+        }
+        at = end;
+    }
+}
+
 /// How a fragment (payload `from..to`) could look cut short by zeros.
 #[derive(Debug, PartialEq)]
 enum ZeroCut {
@@ -450,7 +492,8 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
     println!(
         "power cut: {} cuts ({by_persist:?}), {} acknowledged records checked, {} lost, \
          {} reordered images ({} refused as damage), {} with a gap among unacknowledged \
-         records, {} torn tails cut on reopen, {} bit flips reported as corruption",
+         records, {} torn tails cut on reopen ({} a fragment cut by zeros from a sector \
+         edge), {} bit flips reported as corruption",
         tally.cuts,
         tally.acknowledged,
         tally.lost,
@@ -458,6 +501,7 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
         tally.refused.len(),
         tally.gaps,
         tally.torn_tails_cut,
+        tally.zero_cuts,
         tally.flips,
     );
     println!(
