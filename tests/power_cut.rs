@@ -206,7 +206,7 @@ async fn check_cut(run: &Run, cut: usize, image: &CrashImage, dir: &Path, tally:
         run.ops.len(),
         image.persist,
         image.synced_len,
-        image.cached_len,
+        image.cached.len(),
         image.bytes.len(),
         image.reordered,
         run.preallocate,
@@ -298,7 +298,7 @@ async fn check_cut(run: &Run, cut: usize, image: &CrashImage, dir: &Path, tally:
     assert_eq!(reopened.stats().len, valid_len, "{context}");
     tally.torn_tails_cut += usize::from(valid_len < image.bytes.len() as u64);
     if !image.reordered {
-        if let Some((fragment, zeros, end)) = zero_cut(&image.bytes, valid_len as usize) {
+        if let Some((fragment, zeros, end)) = zero_cut(image, valid_len as usize) {
             // The shape the decoder accepts as torn by zero fill (issue 17, finding 2):
             // zeros from a sector edge inside the fragment to EOF.
             let edge = zeros.next_multiple_of(power_support::SECTOR);
@@ -406,7 +406,10 @@ async fn check_flip(
 
 /// The fragment after `valid_len` whose bytes run into zeros that last to EOF, if
 /// the tail is one: (its offset, where the zeros begin, where it would end).
-fn zero_cut(bytes: &[u8], valid_len: usize) -> Option<(usize, usize, usize)> {
+/// Fragments that reached the disk whole are passed over, even when their last
+/// bytes happen to be zeros.
+fn zero_cut(image: &CrashImage, valid_len: usize) -> Option<(usize, usize, usize)> {
+    let bytes = &image.bytes;
     let zeros = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
     if zeros <= valid_len || zeros == bytes.len() {
         return None;
@@ -424,8 +427,14 @@ fn zero_cut(bytes: &[u8], valid_len: usize) -> Option<(usize, usize, usize)> {
         }
         let len = u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]) as usize;
         let end = at + HEADER_SIZE + len;
-        if end > zeros {
+        let whole = bytes
+            .get(at..end)
+            .is_some_and(|on_disk| image.cached.get(at..end) == Some(on_disk));
+        if end > zeros && !whole {
             return Some((at, zeros, end));
+        }
+        if end >= bytes.len() {
+            return None;
         }
         at = end;
     }

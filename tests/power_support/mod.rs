@@ -166,8 +166,8 @@ pub struct CrashImage {
     pub bytes: Vec<u8>,
     /// The file's length covered by the last completed sync.
     pub synced_len: u64,
-    /// What the page cache held at the cut.
-    pub cached_len: u64,
+    /// What the page cache held at the cut: the file as the writer last saw it.
+    pub cached: Vec<u8>,
     pub persist: Persist,
     /// Whether some page written since the last sync did not reach the disk (or only
     /// in part) while a later one did: the reordering only a power cut shows.
@@ -317,7 +317,7 @@ pub fn crash_image(ops: &[Op], cut: usize, rng: &mut SplitMix) -> CrashImage {
     CrashImage {
         bytes,
         synced_len: durable.len() as u64,
-        cached_len: cached.len() as u64,
+        cached,
         persist,
         reordered,
         lost,
