@@ -40,11 +40,14 @@ pub enum Error {
         max: usize,
     },
 
-    /// An [`AsyncLogWriter`](crate::AsyncLogWriter) accepts no more appends because a
-    /// write or sync failed. Records from `offset` on may be missing or torn in the
-    /// file; reopening the log with [`AsyncLogWriter::open`](crate::AsyncLogWriter::open)
-    /// repairs it to a clean prefix.
-    #[error("log writer stopped by a failed write or sync at offset {offset}; reopen the log to repair it")]
+    /// An [`AsyncLogWriter`](crate::AsyncLogWriter) accepts no more appends because an
+    /// earlier write or sync failed. The call that gets it wrote nothing: no byte of
+    /// its records is in the file (the appends with bytes in the failed batch, a
+    /// record larger than a batch included, got [`Error::Io`] instead). Bytes from
+    /// `offset` on may be missing or torn in the file; reopening the log with
+    /// [`AsyncLogWriter::open`](crate::AsyncLogWriter::open) cuts them to a clean
+    /// prefix.
+    #[error("log writer stopped by an earlier failed write or sync at offset {offset}; nothing of this call was written; reopen the log to repair it")]
     Poisoned {
         /// Log offset where the failed batch began: every byte before it was synced.
         offset: u64,

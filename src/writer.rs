@@ -26,7 +26,8 @@
 //! # Failures
 //!
 //! A failed write or sync stops the writer for good (it is *poisoned*): the waiters of
-//! the failed batch get the I/O error, every record queued after it gets
+//! the failed batch get the I/O error (so does a record that begins in it and ends
+//! past it, being larger than a batch), every record queued after it gets
 //! [`Error::Poisoned`], and so does every later call. The writer then cuts the file
 //! back to where the batch began; if that fails too, [`AsyncLogWriter::open`] does it
 //! on reopen. Retrying a failed `fsync` is unsound (the kernel may have dropped the
@@ -453,9 +454,13 @@ impl AsyncLogWriter {
     /// unknown until a later [`sync`](Self::sync).
     ///
     /// # Errors
-    /// - [`Error::Io`]: the write or sync of this record's batch failed. The record
-    ///   may or may not be in the file; the writer is poisoned.
-    /// - [`Error::Poisoned`]: an earlier batch failed; this record was not written.
+    /// - [`Error::Io`]: a write or sync of bytes of this record failed. The record
+    ///   may be in the file, wholly or in part (a record larger than
+    ///   [`max_batch_bytes`](WriterOptions::max_batch_bytes) is written across
+    ///   several batches); a part is cut when the log is reopened with
+    ///   [`open`](Self::open). The writer is poisoned.
+    /// - [`Error::Poisoned`]: an earlier batch failed before any byte of this record
+    ///   was written; it is not in the file.
     /// - [`Error::Closed`]: [`close`](Self::close) was called.
     /// - [`Error::RecordTooLarge`]: the record is larger than
     ///   [`WriterOptions::max_record_bytes`] (64 MiB by default, what readers accept
@@ -961,9 +966,13 @@ impl Drop for ExitGuard {
 /// The flusher: one batch at a time, one write + sync in flight, until closing and
 /// drained or a failure.
 /// Where a batch that cannot take all the queued bytes ends: on a page boundary of
-/// the file. A crash between two batches then leaves the log cut where storage
-/// itself can cut a write, which is the only place a reader takes a fragment cut
-/// short by zeros (preallocated space) for a torn tail rather than corruption.
+/// the file. A batch cut inside a record can become durable on its own (its sync,
+/// or a preallocation step's), and a crash or power cut may then lose the rest of
+/// the record, leaving its fragment cut short by zeros (preallocated space) from
+/// the batch's end. A reader takes such a fragment for a torn write only when the
+/// zeros begin at a sector boundary inside it, the shape a disk leaves; anywhere
+/// else it is damage, and reopening the log would fail. Cut at a page boundary,
+/// every durable point inside a record is one.
 const BATCH_ALIGN_BYTES: u64 = 4096;
 
 /// How many of the `queued` bytes (the log from `start` on) the next batch takes:
@@ -1080,6 +1089,17 @@ fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated
             // Take the failed batch back so the file is a clean prefix at once; if
             // this fails too, `open` cuts the torn tail on reopen.
             let _ = storage.truncate(batch_start);
+            // A record larger than what one batch covers may begin in this batch and
+            // end in the next: some of its bytes were written, so its append gets the
+            // error itself; `Poisoned` is only for records no byte of which was.
+            // Entries are contiguous, so only the first one still pending can.
+            let written_from = taken.last().map_or(batch_start, |e| e.end);
+            if written_from < batch_end {
+                let mut state = shared.lock();
+                if let Some(straddling) = state.pending.pop_front() {
+                    taken.push(straddling);
+                }
+            }
             fail(&shared, mem::take(&mut taken), error);
             guard.exited = true;
             return;
@@ -1184,8 +1204,9 @@ fn grow(storage: &mut dyn Storage, allocated: &mut u64, end: u64, step: u64) -> 
     Ok(())
 }
 
-/// Poisons the writer: the waiters of the failed batch get the error, everything
-/// queued after it and every later call gets [`Error::Poisoned`].
+/// Poisons the writer: the waiters in `batch` (every record with bytes in the failed
+/// batch) get the error, everything queued after it and every later call gets
+/// [`Error::Poisoned`].
 fn fail(shared: &Shared, batch: Vec<Entry>, error: io::Error) {
     let mut state = shared.lock();
     let error = Arc::new(error);
