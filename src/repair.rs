@@ -20,7 +20,7 @@ use tokio::fs::{File, OpenOptions};
 use tokio::io::AsyncSeekExt;
 use tokio_util::codec::FramedRead;
 
-use crate::{Error, LogDecoder, DEFAULT_MAX_RECORD_BYTES};
+use crate::{CorruptionKind, Error, LogDecoder, BLOCK_SIZE, DEFAULT_MAX_RECORD_BYTES};
 
 /// What [`scan_log`] found at the end of a log.
 ///
@@ -225,6 +225,19 @@ pub(crate) async fn repair_file(
 
 /// Scans an open log from its start. The file's position afterwards is unspecified.
 pub(crate) async fn scan_file(file: &mut File, max_record_bytes: usize) -> Result<TailScan, Error> {
+    let (scan, failure) = scan_to_damage(file, max_record_bytes).await?;
+    match failure {
+        None => Ok(scan),
+        Some((e, _)) => Err(e),
+    }
+}
+
+/// Reads the log in `file` with a `TolerateTail` decoder: what it found up to the
+/// first damage, and that damage (an error that is not the file's own I/O).
+async fn scan_to_damage(
+    file: &mut File,
+    max_record_bytes: usize,
+) -> Result<(TailScan, Option<(Error, u64)>), Error> {
     file.seek(SeekFrom::Start(0)).await?;
     let file_len = file.metadata().await?.len();
     let mut records = FramedRead::with_capacity(
@@ -238,7 +251,9 @@ pub(crate) async fn scan_file(file: &mut File, max_record_bytes: usize) -> Resul
         match records.try_next().await {
             Ok(Some(_)) => {}
             Ok(None) => break None,
-            Err(e) => break Some(e),
+            Err(Error::Io(e)) => return Err(Error::Io(e)),
+            // With how far the decoder had read when it saw the damage.
+            Err(e) => break Some((e, records.decoder().offset())),
         }
     };
     let decoder = records.decoder();
@@ -247,10 +262,158 @@ pub(crate) async fn scan_file(file: &mut File, max_record_bytes: usize) -> Resul
         file_len,
         incomplete_tail: decoder.has_incomplete_tail(),
     };
-    match failure {
-        None => Ok(scan),
-        Some(e) => Err(e),
+    Ok((scan, failure))
+}
+
+/// The unit a disk writes whole: a page lost in a power cut reads as zeros in whole
+/// sectors.
+const SECTOR_BYTES: u64 = 512;
+
+/// Repairs a log that a writer of this crate kept, after a crash or power cut: as
+/// [`repair_file`], and also when the first damage has the shape a power cut leaves
+/// in the bytes written after the last sync. Storage may write back the pages of
+/// unsynced writes in any order, so a page can be lost (zeros) while a later one
+/// survives: the fragment holding it fails its checksum with more log after it.
+/// Such damage is cut as the unsynced tail it is when (1) the damaged piece holds a
+/// whole sector of zeros, as a lost page does and a flipped bit does not, and (2) it
+/// lies within `unsynced_window` bytes of the end of the log's data, the most a
+/// writer can have written without syncing. Damage of any other shape, or further
+/// back, is refused as [`repair_file`] refuses it: only the caller can give up
+/// records that were acknowledged.
+pub(crate) async fn recover_file(
+    file: &mut File,
+    max_record_bytes: usize,
+    unsynced_window: u64,
+) -> Result<TailScan, Error> {
+    let (scan, failure) = scan_to_damage(file, max_record_bytes).await?;
+    let scan = match failure {
+        None => scan,
+        Some((Error::Corruption { offset, kind, .. }, seen))
+            if lost_after_sync(file, &scan, kind, offset, seen, unsynced_window).await? =>
+        {
+            TailScan {
+                incomplete_tail: true,
+                ..scan
+            }
+        }
+        Some((e, _)) => return Err(e),
+    };
+    if scan.needs_repair() {
+        file.set_len(scan.valid_len).await?;
+        file.sync_all().await?;
     }
+    Ok(scan)
+}
+
+/// Whether damage at `offset`, which the decoder saw by the time it had read up to
+/// `seen`, has the shape of pages lost after the last sync (see [`recover_file`]).
+async fn lost_after_sync(
+    file: &mut File,
+    scan: &TailScan,
+    kind: CorruptionKind,
+    offset: u64,
+    seen: u64,
+    unsynced_window: u64,
+) -> Result<bool, Error> {
+    use tokio::io::AsyncReadExt;
+
+    let file_len = scan.file_len;
+    // The end of the data: zeros after it are preallocated space.
+    let mut data_end = file_len;
+    let mut chunk = vec![0u8; READ_CHUNK];
+    while data_end > offset {
+        let from = data_end.saturating_sub(READ_CHUNK as u64).max(offset);
+        let len = (data_end - from) as usize;
+        file.seek(SeekFrom::Start(from)).await?;
+        file.read_exact(&mut chunk[..len]).await?;
+        match chunk[..len].iter().rposition(|&b| b != 0) {
+            Some(last) => {
+                data_end = from + last as u64 + 1;
+                break;
+            }
+            None => data_end = from,
+        }
+    }
+    if offset.saturating_add(unsynced_window) < data_end {
+        return Ok(false);
+    }
+    // Only zeros between the last complete record and the damage: what came next
+    // was lost (a sector holding the synced bytes and then nothing of the rest).
+    if scan.valid_len < offset {
+        let mut between = vec![0u8; (offset - scan.valid_len) as usize];
+        file.seek(SeekFrom::Start(scan.valid_len)).await?;
+        file.read_exact(&mut between).await?;
+        if between.iter().all(|&b| b == 0) {
+            return Ok(true);
+        }
+    }
+    // A whole zero sector in what showed the damage. Zeros merely after it do not
+    // count: a flipped bit in the last record before preallocated space, or before
+    // a page lost after the last sync, has those too, and is corruption.
+    let block_end = (offset / BLOCK_SIZE as u64 + 1) * BLOCK_SIZE as u64;
+    let (from, to) = match kind {
+        // A lost page inside the fragment that failed its checksum (its extent, as
+        // its header gives it), or one that begins inside it and runs on past it
+        // (the zeros after a fragment that ends in zeros).
+        CorruptionKind::ChecksumMismatch => {
+            let mut header = [0u8; crate::HEADER_SIZE];
+            if offset + header.len() as u64 > file_len {
+                return Ok(false);
+            }
+            file.seek(SeekFrom::Start(offset)).await?;
+            file.read_exact(&mut header).await?;
+            let length = u64::from(u16::from_le_bytes([header[4], header[5]]));
+            let end = (offset + crate::HEADER_SIZE as u64 + length)
+                .min(block_end)
+                .min(data_end);
+            let mut last = [0u8; 1];
+            file.seek(SeekFrom::Start(end - 1)).await?;
+            file.read_exact(&mut last).await?;
+            if last[0] == 0 {
+                (offset, next_data(file, end, data_end).await?)
+            } else {
+                (offset, end)
+            }
+        }
+        // Zeros that cut a record or hid a block: the run of zeros the decoder was
+        // in when it found data (it had read up to `seen`), up to that data.
+        CorruptionKind::ErrorInMiddleOfRecord
+        | CorruptionKind::ZeroedBlock
+        | CorruptionKind::MissingStart
+        | CorruptionKind::PartialRecordWithoutEnd => {
+            let from = seen.min(data_end);
+            (from, next_data(file, from, data_end).await?)
+        }
+        _ => return Ok(false),
+    };
+    let first = from.next_multiple_of(SECTOR_BYTES);
+    if first + SECTOR_BYTES > to {
+        return Ok(false);
+    }
+    let mut bytes = vec![0u8; (to - first) as usize];
+    file.seek(SeekFrom::Start(first)).await?;
+    file.read_exact(&mut bytes).await?;
+    Ok(bytes
+        .chunks_exact(SECTOR_BYTES as usize)
+        .any(|sector| sector.iter().all(|&b| b == 0)))
+}
+
+/// The offset of the first non-zero byte at or after `from` (`end` if none before it).
+async fn next_data(file: &mut File, from: u64, end: u64) -> Result<u64, Error> {
+    use tokio::io::AsyncReadExt;
+
+    let mut at = from;
+    let mut chunk = vec![0u8; READ_CHUNK];
+    while at < end {
+        let len = (end - at).min(READ_CHUNK as u64) as usize;
+        file.seek(SeekFrom::Start(at)).await?;
+        file.read_exact(&mut chunk[..len]).await?;
+        if let Some(i) = chunk[..len].iter().position(|&b| b != 0) {
+            return Ok(at + i as u64);
+        }
+        at += len as u64;
+    }
+    Ok(end)
 }
 
 const READ_CHUNK: usize = 64 * 1024;

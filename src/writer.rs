@@ -50,7 +50,7 @@ use tokio::sync::{oneshot, watch, Semaphore};
 pub use storage::{FileStorage, Storage};
 
 use crate::format::{Position, HEADER_SIZE, MAX_FRAGMENT_PAYLOAD};
-use crate::repair::repair_file;
+use crate::repair::recover_file;
 use crate::{Error, LogEncoder, DEFAULT_MAX_RECORD_BYTES};
 
 /// Default cap on the bytes one write + sync covers: 1 MiB.
@@ -242,7 +242,13 @@ impl WriterOptions {
                     .write(true)
                     .open(path)
                     .await?;
-                let scan = repair_file(&mut file, self.max_record_bytes).await?;
+                // What a crash or power cut can leave after the last sync: at most
+                // the queue and the batch being written (with a writer's defaults
+                // at least), plus the block they end in.
+                let unsynced_window = (self.max_queued_bytes.max(DEFAULT_MAX_QUEUED_BYTES)
+                    + self.max_batch_bytes.max(DEFAULT_MAX_BATCH_BYTES)
+                    + crate::BLOCK_SIZE) as u64;
+                let scan = recover_file(&mut file, self.max_record_bytes, unsynced_window).await?;
                 self.from_file(file, scan.valid_len).await
             }
             Err(e) => Err(e.into()),

@@ -437,3 +437,58 @@ async fn scan_and_repair_take_a_record_limit() {
     assert!(matches!(old, Err(Error::RecordTooLarge { .. })));
     assert_eq!(scan.valid_len, log.len() as u64);
 }
+
+/// After a power cut, storage may have written back a later page of the unsynced
+/// tail but not an earlier one: the fragment holding the lost page (zeros) fails its
+/// checksum with more log after it. Reopening the writer cuts that tail, while the
+/// same hole far back in the log (further than a writer keeps unsynced) is refused,
+/// and so is a flipped bit, which leaves no zero sector.
+#[tokio::test]
+async fn reopen_cuts_a_page_lost_in_the_unsynced_tail_and_nothing_else() {
+    // 120 records of 1000 bytes: about 3.7 blocks.
+    let records: Vec<Vec<u8>> = (0..120).map(|i| record(i as u8 | 1, 1000)).collect();
+    let (log, positions) = encode(&records);
+    let lost_page = 3 * BLOCK as usize + 4096..3 * BLOCK as usize + 8192;
+    let damaged_first = positions
+        .iter()
+        .position(|p| p.end as usize > lost_page.start)
+        .unwrap();
+
+    let mut lost = log.clone();
+    lost[lost_page.clone()].fill(0);
+    let file = log_file(&lost);
+    let writer = AsyncLogWriter::open(&file.path).await.unwrap();
+    assert_eq!(writer.stats().len, positions[damaged_first - 1].end);
+    writer.close().await.unwrap();
+    assert_eq!(read_strict(&file.path).await, &records[..damaged_first]);
+    // A plain repair (no writer's knowledge of what it leaves unsynced) refuses it.
+    let file = log_file(&lost);
+    assert!(repair_log(&file.path).await.is_err());
+
+    // The same hole with 8 MiB of log after it: not an unsynced tail.
+    let more: Vec<Vec<u8>> = (0..8200).map(|i| record(i as u8 | 1, 1000)).collect();
+    let mut encoder = LogEncoder::with_offset(log.len() as u64);
+    let mut tail = BytesMut::new();
+    for r in &more {
+        encoder.encode_record(r, &mut tail);
+    }
+    let mut far = lost.clone();
+    far.extend_from_slice(&tail);
+    let file = log_file(&far);
+    assert!(matches!(
+        AsyncLogWriter::open(&file.path).await,
+        Err(Error::Corruption { .. })
+    ));
+    assert_eq!(std::fs::read(&file.path).unwrap(), far, "left as it was");
+
+    // A flipped bit in the last record: corruption, refused.
+    let mut flipped = log.clone();
+    let last = positions.last().unwrap();
+    flipped[last.start as usize + 100] ^= 4;
+    flipped.resize(flipped.len() + 8192, 0);
+    let file = log_file(&flipped);
+    assert!(matches!(
+        AsyncLogWriter::open(&file.path).await,
+        Err(Error::Corruption { .. })
+    ));
+}
