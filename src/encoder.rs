@@ -1,12 +1,163 @@
-//! `LogEncoder`: frames records into 32 KiB blocks exactly as LevelDB's `log::Writer`.
+//! `LogEncoder`: frames records into 32 KiB blocks exactly as LevelDB's `log::Writer`,
+//! or as RocksDB's (recyclable headers, WAL compression) when built so.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio_util::codec::Encoder;
 
 use crate::format::{fragment_header, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+use crate::fragment::{
+    legacy_header, recyclable_header, Dialect, FragmentType, Part, LEGACY_HEADER_SIZE,
+    RECYCLABLE_HEADER_SIZE,
+};
 use crate::Error;
 
-/// Encodes records in the LevelDB log format, byte for byte as LevelDB's writer does.
+/// How a writer frames records: LevelDB's format (the default), or one of RocksDB's
+/// WAL formats.
+///
+/// | format                         | headers | first record        | data fragments |
+/// |--------------------------------|---------|---------------------|----------------|
+/// | `LogFormat::leveldb()`         | 7       | —                   | types 1–4      |
+/// | `.recyclable(n)`               | 11      | —                   | types 5–8, log `n` |
+/// | `.zstd()` (feature `zstd`)     | 7 or 11 | type 9 (7-byte header) | one zstd frame per record |
+///
+/// RocksDB writes a recyclable WAL when `recycle_log_file_num > 0`, and a compressed
+/// one with `wal_compression = kZSTD`. A RocksDB WAL without either is LevelDB's
+/// format.
+///
+/// ```
+/// use walcodec::{Dialect, LogFormat};
+///
+/// let format = LogFormat::leveldb().recyclable(12);
+/// assert_eq!(format.log_number(), Some(12));
+/// assert_eq!(format.dialect(), Dialect::RocksDb);
+/// assert_eq!(LogFormat::default().dialect(), Dialect::LevelDb);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct LogFormat {
+    recycle_log_number: Option<u64>,
+    zstd: bool,
+}
+
+impl LogFormat {
+    /// LevelDB's format (also RocksDB's default WAL format).
+    pub const fn leveldb() -> LogFormat {
+        LogFormat {
+            recycle_log_number: None,
+            zstd: false,
+        }
+    }
+
+    /// RocksDB's recyclable format: 11-byte headers carrying the low 32 bits of
+    /// `log_number`, the number of the WAL (`NNNNNN.log`), which readers check.
+    #[must_use]
+    pub const fn recyclable(mut self, log_number: u64) -> LogFormat {
+        self.recycle_log_number = Some(log_number);
+        self
+    }
+
+    /// RocksDB's WAL compression (`kZSTD`): a type-9 record first, then each record
+    /// as one zstd frame (content size and checksum in it) over its fragments.
+    #[cfg(feature = "zstd")]
+    #[must_use]
+    pub const fn zstd(mut self) -> LogFormat {
+        self.zstd = true;
+        self
+    }
+
+    /// The log number recyclable headers carry; `None` for legacy headers.
+    pub const fn log_number(&self) -> Option<u64> {
+        self.recycle_log_number
+    }
+
+    /// Whether records are compressed with zstd.
+    pub const fn is_compressed(&self) -> bool {
+        self.zstd
+    }
+
+    /// The dialect a reader needs for this format.
+    pub const fn dialect(&self) -> Dialect {
+        if self.recycle_log_number.is_some() || self.zstd {
+            Dialect::RocksDb
+        } else {
+            Dialect::LevelDb
+        }
+    }
+
+    /// The header size of data fragments: 7, or 11 when recyclable.
+    pub const fn header_size(&self) -> usize {
+        if self.recycle_log_number.is_some() {
+            RECYCLABLE_HEADER_SIZE
+        } else {
+            LEGACY_HEADER_SIZE
+        }
+    }
+}
+
+/// Configures a [`LogEncoder`]: its [`LogFormat`] and where in the log it starts.
+///
+/// ```
+/// use bytes::BytesMut;
+/// use walcodec::LogEncoder;
+///
+/// let mut encoder = LogEncoder::builder().recyclable(12).build();
+/// let mut log = BytesMut::new();
+/// let position = encoder.encode_record(b"foo", &mut log);
+/// assert_eq!((position.start, position.end), (0, 14));
+/// assert_eq!(&log[4..11], b"\x03\x00\x05\x0c\x00\x00\x00");
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct LogEncoderBuilder {
+    format: LogFormat,
+    offset: u64,
+}
+
+impl LogEncoderBuilder {
+    /// The format to write (default: LevelDB's).
+    pub fn format(&mut self, format: LogFormat) -> &mut Self {
+        self.format = format;
+        self
+    }
+
+    /// Write RocksDB's recyclable format for log `log_number`; see
+    /// [`LogFormat::recyclable`].
+    pub fn recyclable(&mut self, log_number: u64) -> &mut Self {
+        self.format = self.format.recyclable(log_number);
+        self
+    }
+
+    /// Compress records as RocksDB's `wal_compression = kZSTD`; see
+    /// [`LogFormat::zstd`].
+    #[cfg(feature = "zstd")]
+    pub fn zstd(&mut self) -> &mut Self {
+        self.format = self.format.zstd();
+        self
+    }
+
+    /// Continue a log already `len` bytes long (default 0: a new log). A compressed
+    /// log writes its type-9 record only when it starts at 0.
+    pub fn offset(&mut self, len: u64) -> &mut Self {
+        self.offset = len;
+        self
+    }
+
+    /// The encoder.
+    pub fn build(&self) -> LogEncoder {
+        LogEncoder {
+            offset: self.offset,
+            format: self.format,
+            #[cfg(feature = "zstd")]
+            compressor: self
+                .format
+                .is_compressed()
+                .then(|| crate::compress::RecordCompressor::new(self.format.header_size())),
+        }
+    }
+}
+
+/// Encodes records in the LevelDB log format, byte for byte as LevelDB's writer does,
+/// or in RocksDB's WAL formats, byte for byte as RocksDB's writer does (see
+/// [`LogEncoder::builder`] and [`LogFormat`]).
 ///
 /// The encoder remembers where in the current block it is, so the bytes it produces
 /// over many calls form one valid log however they are later split into writes.
@@ -24,19 +175,35 @@ use crate::Error;
 #[derive(Debug, Clone, Default)]
 pub struct LogEncoder {
     offset: u64,
+    format: LogFormat,
+    #[cfg(feature = "zstd")]
+    compressor: Option<crate::compress::RecordCompressor>,
 }
 
 impl LogEncoder {
     /// An encoder for a new, empty log.
     pub fn new() -> LogEncoder {
-        LogEncoder { offset: 0 }
+        LogEncoder::default()
+    }
+
+    /// A builder, to write one of RocksDB's formats or to start at an offset.
+    pub fn builder() -> LogEncoderBuilder {
+        LogEncoderBuilder::default()
     }
 
     /// An encoder that continues a log already `len` bytes long (LevelDB's
     /// `Writer(dest, dest_length)`): the next record is aligned as if this encoder had
     /// written those bytes.
     pub fn with_offset(len: u64) -> LogEncoder {
-        LogEncoder { offset: len }
+        LogEncoder {
+            offset: len,
+            ..LogEncoder::default()
+        }
+    }
+
+    /// The format this encoder writes.
+    pub fn format(&self) -> LogFormat {
+        self.format
     }
 
     /// The logical length of the log so far: where the next byte will go.
@@ -50,19 +217,34 @@ impl LogEncoder {
     }
 
     /// How many bytes encoding a record of `len` bytes would add right now.
+    ///
+    /// Exact for an uncompressed format. For a compressed one the size depends on
+    /// the bytes: this is an upper bound, from zstd's bound on its output.
     pub fn encoded_len(&self, len: usize) -> usize {
+        let header_size = self.format.header_size();
         let mut block_offset = self.block_offset();
-        let mut left = len;
         let mut total = 0;
+        let mut left = len;
+        if self.format.is_compressed() {
+            if self.offset == 0 {
+                total += COMPRESSION_RECORD_LEN;
+                block_offset += COMPRESSION_RECORD_LEN;
+            }
+            // Each chunk of compressor output may start a fragment mid-block: at
+            // most one more header, and a trailer, per chunk.
+            let bound = compressed_len_bound(len);
+            let chunks = bound / (BLOCK_SIZE - header_size) + 1;
+            left = bound + chunks * (2 * header_size);
+        }
         loop {
             let leftover = BLOCK_SIZE - block_offset;
-            if leftover < HEADER_SIZE {
+            if leftover < header_size {
                 total += leftover;
                 block_offset = 0;
             }
-            let fragment = left.min(BLOCK_SIZE - block_offset - HEADER_SIZE);
-            total += HEADER_SIZE + fragment;
-            block_offset += HEADER_SIZE + fragment;
+            let fragment = left.min(BLOCK_SIZE - block_offset - header_size);
+            total += header_size + fragment;
+            block_offset += header_size + fragment;
             left -= fragment;
             if left == 0 {
                 return total;
@@ -73,6 +255,9 @@ impl LogEncoder {
     /// Appends one record to `dst` and returns where it sits in the log.
     #[inline]
     pub fn encode_record(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
+        if self.format != LogFormat::leveldb() {
+            return self.encode_rocksdb(record, dst);
+        }
         let fragment_len = HEADER_SIZE + record.len();
         if fragment_len <= BLOCK_SIZE - self.block_offset() {
             // The common case: the record fits in the current block as one FULL
@@ -124,6 +309,149 @@ impl LogEncoder {
             }
         }
     }
+
+    /// One record in a RocksDB format, as `log::Writer::AddRecord` writes it
+    /// (`db/log_writer.cc`).
+    fn encode_rocksdb(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
+        #[cfg(feature = "zstd")]
+        if self.compressor.is_some() {
+            return self.encode_compressed(record, dst);
+        }
+        let header_size = self.format.header_size();
+        dst.reserve(self.encoded_len(record.len()));
+        let mut left = record;
+        let mut begins = true;
+        let mut start = self.offset;
+        loop {
+            self.pad_block(header_size, dst);
+            let available = BLOCK_SIZE - self.block_offset() - header_size;
+            let (fragment, rest) = left.split_at(left.len().min(available));
+            let ends = rest.is_empty();
+            if begins {
+                start = self.offset;
+            }
+            self.put_fragment(Part::for_fragment(begins, ends), fragment, dst);
+            left = rest;
+            begins = false;
+            if ends {
+                return Position {
+                    start,
+                    end: self.offset,
+                };
+            }
+        }
+    }
+
+    /// One record compressed as RocksDB's writer does: the record is one zstd frame,
+    /// taken from the compressor a chunk (at most a block's payload) at a time; every
+    /// chunk starts a new fragment where the previous one ended, even mid-block.
+    #[cfg(feature = "zstd")]
+    fn encode_compressed(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
+        let header_size = self.format.header_size();
+        if self.offset == 0 {
+            self.put_compression_record(dst);
+        }
+        let Some(mut compressor) = self.compressor.take() else {
+            unreachable!("encode_compressed runs only with a compressor");
+        };
+        compressor.start();
+        let mut begins = true;
+        let mut start = self.offset;
+        // The chunk in hand: `chunk[taken..]` is still to be written.
+        let (mut chunk_len, mut taken) = (0, 0);
+        let mut pending = 0;
+        let mut first_chunk = true;
+        loop {
+            self.pad_block(header_size, dst);
+            let available = BLOCK_SIZE - self.block_offset() - header_size;
+            if first_chunk || taken == chunk_len {
+                (chunk_len, pending) = compressor.next_chunk(record);
+                taken = 0;
+                if chunk_len == 0 && !first_chunk {
+                    // zstd said more was pending and then gave nothing: RocksDB
+                    // stops here too (without a LAST fragment).
+                    break;
+                }
+                first_chunk = false;
+            }
+            let fragment_len = (chunk_len - taken).min(available);
+            let ends = taken + fragment_len == chunk_len && pending == 0;
+            if begins {
+                start = self.offset;
+            }
+            let fragment = &compressor.chunk()[taken..taken + fragment_len];
+            self.put_fragment(Part::for_fragment(begins, ends), fragment, dst);
+            taken += fragment_len;
+            begins = false;
+            if taken == chunk_len && pending == 0 {
+                break;
+            }
+        }
+        self.compressor = Some(compressor);
+        Position {
+            start,
+            end: self.offset,
+        }
+    }
+
+    /// RocksDB's type-9 record, at offset 0 of a compressed WAL: always a legacy
+    /// header, even in a recyclable WAL.
+    #[cfg(feature = "zstd")]
+    fn put_compression_record(&mut self, dst: &mut BytesMut) {
+        let payload = crate::metadata::WalCompressionType::Zstd.to_payload();
+        dst.put_slice(&legacy_header(
+            FragmentType::SetCompressionType.as_u8(),
+            &payload,
+        ));
+        dst.put_slice(&payload);
+        self.offset += COMPRESSION_RECORD_LEN as u64;
+    }
+
+    /// Zero-fills the rest of the block when a header of `header_size` bytes does not
+    /// fit: 1 to 6 bytes, or 1 to 10 before a recyclable header.
+    fn pad_block(&mut self, header_size: usize, dst: &mut BytesMut) {
+        let leftover = BLOCK_SIZE - self.block_offset();
+        if leftover < header_size {
+            dst.put_bytes(0, leftover);
+            self.offset += leftover as u64;
+        }
+    }
+
+    /// A data fragment with this format's header.
+    fn put_fragment(&mut self, part: Part, payload: &[u8], dst: &mut BytesMut) {
+        let header_size = match self.format.log_number() {
+            Some(log_number) => {
+                dst.put_slice(&recyclable_header(
+                    part.type_byte(true),
+                    log_number,
+                    payload,
+                ));
+                RECYCLABLE_HEADER_SIZE
+            }
+            None => {
+                dst.put_slice(&legacy_header(part.type_byte(false), payload));
+                LEGACY_HEADER_SIZE
+            }
+        };
+        dst.put_slice(payload);
+        self.offset += (header_size + payload.len()) as u64;
+    }
+}
+
+/// Bytes of RocksDB's type-9 record: a legacy header and a fixed32.
+const COMPRESSION_RECORD_LEN: usize = LEGACY_HEADER_SIZE + 4;
+
+/// zstd's bound on the compressed size of `len` bytes (`ZSTD_COMPRESSBOUND`), plus
+/// the frame checksum; saturating, as `encoded_len` is only an estimate then.
+fn compressed_len_bound(len: usize) -> usize {
+    let small_input_margin = if len < 128 << 10 {
+        ((128 << 10) - len) >> 11
+    } else {
+        0
+    };
+    len.saturating_add(len >> 8)
+        .saturating_add(small_input_margin)
+        .saturating_add(4)
 }
 
 impl Encoder<&[u8]> for LogEncoder {

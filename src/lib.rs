@@ -37,10 +37,14 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod codec;
+#[cfg(feature = "zstd")]
+mod compress;
 mod decoder;
 mod encoder;
 mod error;
 pub mod format;
+pub mod fragment;
+pub mod metadata;
 pub mod physical;
 mod reader;
 pub mod recordio;
@@ -49,9 +53,10 @@ mod writer;
 
 pub use codec::LogCodec;
 pub use decoder::{DecodeStats, LogDecoder, LogDecoderBuilder, Recovery, DEFAULT_MAX_RECORD_BYTES};
-pub use encoder::LogEncoder;
+pub use encoder::{LogEncoder, LogEncoderBuilder, LogFormat};
 pub use error::{Corruption, CorruptionKind, Error};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+pub use fragment::Dialect;
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
 pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
 pub use repair::{repair_log, repair_log_with_limit, scan_log, scan_log_with_limit, TailScan};
