@@ -88,6 +88,7 @@ pub struct WriterOptions {
     min_sync_interval: Option<Duration>,
     idle_spin: Duration,
     preallocate: u64,
+    format: crate::LogFormat,
 }
 
 impl Default for WriterOptions {
@@ -98,6 +99,7 @@ impl Default for WriterOptions {
             min_sync_interval: None,
             idle_spin: DEFAULT_IDLE_SPIN,
             preallocate: 0,
+            format: crate::LogFormat::leveldb(),
         }
     }
 }
@@ -175,6 +177,16 @@ impl WriterOptions {
         } else {
             bytes.max(crate::BLOCK_SIZE as u64)
         };
+        self
+    }
+
+    /// The format records are written in (default LevelDB's): e.g.
+    /// `LogFormat::leveldb().recyclable(log_number)` for a RocksDB recyclable WAL; see
+    /// [`LogFormat`](crate::LogFormat). A log opened for appending must already be in
+    /// this format; [`open`](Self::open) scans an existing file as a LevelDB log, so
+    /// use [`create`](Self::create) for RocksDB formats for now.
+    pub fn format(&mut self, format: crate::LogFormat) -> &mut Self {
+        self.format = format;
         self
     }
 
@@ -290,7 +302,7 @@ impl WriterOptions {
         allocated: u64,
     ) -> Result<AsyncLogWriter, Error> {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State::new(len)),
+            state: Mutex::new(State::new(len, self.format)),
             wake: Condvar::new(),
             queued: AtomicBool::new(false),
             idle_spin: self.idle_spin,
@@ -810,9 +822,9 @@ struct State {
 }
 
 impl State {
-    fn new(len: u64) -> State {
+    fn new(len: u64, format: crate::LogFormat) -> State {
         State {
-            encoder: LogEncoder::with_offset(len),
+            encoder: LogEncoder::builder().format(format).offset(len).build(),
             buf: BytesMut::new(),
             buf_start: len,
             pending: VecDeque::new(),

@@ -320,3 +320,30 @@ fn record_offsets_match_ldb() {
     let position = encoder.encode_record(&expected_records(vector.name)[0], &mut out);
     assert_eq!(position.start, 11);
 }
+
+/// `AsyncLogWriter` with a RocksDB format writes the same file as RocksDB.
+#[tokio::test]
+async fn the_async_writer_writes_rocksdb_formats() {
+    let names = if cfg!(feature = "zstd") {
+        &["recycle/000012.log", "zstd/000008.log"][..]
+    } else {
+        &["recycle/000012.log"][..]
+    };
+    for name in names {
+        let vector = VECTORS.iter().find(|v| v.name == *name).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000012.log");
+        let writer = walcodec::AsyncLogWriter::builder()
+            .format(format_of(vector))
+            .create(&path)
+            .await
+            .unwrap();
+        for record in expected_records(name) {
+            writer.append(&record).await.unwrap();
+        }
+        writer.close().await.unwrap();
+        let ours = fs::read(&path).unwrap();
+        let theirs = fs::read(data_path(name)).unwrap();
+        assert!(ours == theirs, "{name}");
+    }
+}
