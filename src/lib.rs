@@ -49,6 +49,7 @@ pub mod physical;
 mod reader;
 pub mod recordio;
 mod repair;
+pub mod write_batch;
 mod writer;
 
 pub use codec::LogCodec;

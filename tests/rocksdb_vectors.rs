@@ -347,3 +347,41 @@ async fn the_async_writer_writes_rocksdb_formats() {
         assert!(ours == theirs, "{name}");
     }
 }
+
+/// Every record of every vector decodes as a WriteBatch to what `ldb dump_wal
+/// --print_value` prints for it: sequence, count, byte size and each operation.
+#[test]
+fn write_batches_decode_as_ldb_prints_them() {
+    use walcodec::write_batch::WriteBatch;
+    for vector in &VECTORS {
+        let log = fs::read(data_path(vector.name)).unwrap();
+        let offsets = walk(&log, Dialect::RocksDb, log_number(vector.name)).offsets;
+        let text = fs::read_to_string(data_path(&format!("{}.ldb.txt", vector.name))).unwrap();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with(|c: char| c.is_ascii_digit()))
+            .collect();
+        let records = expected_records(vector.name);
+        assert_eq!(lines.len(), records.len(), "{}", vector.name);
+        for ((record, line), offset) in records.iter().zip(&lines).zip(&offsets) {
+            let batch = WriteBatch::parse(record, Dialect::RocksDb).unwrap();
+            let fields: Vec<&str> = line.splitn(5, ',').collect();
+            let ours = format!(
+                "{},{},{},{}",
+                batch.sequence(),
+                batch.count(),
+                batch.byte_size(),
+                batch.to_ldb_string(true)
+            );
+            let theirs = format!("{},{},{},{}", fields[0], fields[1], fields[2], fields[4]);
+            assert!(ours == theirs, "{}: record at {offset}", vector.name);
+            // ldb's offset is the record's first header, or the trailer before it.
+            let ldb_offset: usize = fields[3].parse().unwrap();
+            assert!(
+                (offset.saturating_sub(10)..=*offset).contains(&ldb_offset),
+                "{}: {ldb_offset} vs {offset}",
+                vector.name
+            );
+        }
+    }
+}
