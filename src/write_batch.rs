@@ -218,6 +218,11 @@ impl Operation<'_> {
 
     /// Writes the operation as `ldb dump_wal` does (hex in upper case, `0x` for an
     /// empty string, a space after each operation); values only with `print_value`.
+    ///
+    /// Checked against RocksDB 7.8.3's ldb for Put, Delete, SingleDelete,
+    /// DeleteRange, Merge (with and without column families), Noop, LogData (which
+    /// ldb does not print), BeginPrepare, EndPrepare and Commit
+    /// (`scripts/rocksdb-check.sh`); the others follow ldb's source.
     pub fn write_ldb(&self, out: &mut impl fmt::Write, print_value: bool) -> fmt::Result {
         let key_value =
             |out: &mut dyn fmt::Write, name: &str, cf: u32, key: &[u8], value: &[u8]| {
@@ -273,7 +278,8 @@ impl Operation<'_> {
                 Hex(begin),
                 Hex(end)
             ),
-            Operation::LogData { blob } => write!(out, "LOG_DATA : {} ", Hex(blob)),
+            // ldb prints nothing for a blob that is not applied.
+            Operation::LogData { .. } => Ok(()),
             Operation::BeginPrepare { tag } => {
                 let unprepared = tag == tag::BEGIN_UNPREPARE;
                 write!(out, "BEGIN_PREPARE({unprepared}) ")
