@@ -150,7 +150,7 @@ impl LogEncoderBuilder {
             compressor: self
                 .format
                 .is_compressed()
-                .then(|| crate::compress::RecordCompressor::new(self.format.header_size())),
+                .then(|| crate::compression::RecordCompressor::new(self.format.header_size())),
         }
     }
 }
@@ -177,7 +177,7 @@ pub struct LogEncoder {
     offset: u64,
     format: LogFormat,
     #[cfg(feature = "zstd")]
-    compressor: Option<crate::compress::RecordCompressor>,
+    compressor: Option<crate::compression::RecordCompressor>,
 }
 
 impl LogEncoder {

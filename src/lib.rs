@@ -38,7 +38,7 @@
 
 mod codec;
 #[cfg(feature = "zstd")]
-mod compress;
+pub mod compression;
 mod decoder;
 mod encoder;
 mod error;

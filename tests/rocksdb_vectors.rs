@@ -385,3 +385,66 @@ fn write_batches_decode_as_ldb_prints_them() {
         }
     }
 }
+
+/// The compressed vectors inflate fragment by fragment within a limit of the
+/// largest record, and not within one byte less.
+#[cfg(feature = "zstd")]
+#[test]
+fn compressed_vectors_inflate_fragment_by_fragment() {
+    use walcodec::compression::{InflateError, RecordInflater};
+    for vector in VECTORS.iter().filter(|v| v.compressed) {
+        let log = fs::read(data_path(vector.name)).unwrap();
+        let expected = expected_records(vector.name);
+        let largest = expected.iter().map(Vec::len).max().unwrap();
+        let rules = FragmentRules::new(Dialect::RocksDb).log_number(log_number(vector.name));
+        for (max, fits) in [(largest, true), (largest - 1, false)] {
+            let mut inflater = RecordInflater::new(max);
+            let mut records = Vec::new();
+            let mut record = Vec::new();
+            let mut too_large = 0;
+            let mut skipping = false;
+            let mut pos = 0;
+            while pos < vector.live_len {
+                let fragment = match rules.parse(&log[pos..], BLOCK_SIZE - pos % BLOCK_SIZE) {
+                    Parsed::Fragment(fragment) => fragment,
+                    Parsed::Trailer { len } | Parsed::ZeroFill { len } => {
+                        pos += len;
+                        continue;
+                    }
+                    other => panic!("{other:?}"),
+                };
+                let payload = &log[pos..][fragment.payload_range()];
+                pos += fragment.len();
+                let Some(part) = fragment.part() else {
+                    continue;
+                };
+                if !skipping {
+                    match inflater.push(payload, &mut record) {
+                        Ok(()) => {}
+                        Err(InflateError::TooLarge { .. }) => {
+                            too_large += 1;
+                            skipping = true;
+                            inflater.reset();
+                            record.clear();
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                if matches!(part, Part::Full | Part::Last) {
+                    if !skipping {
+                        inflater.finish().unwrap();
+                        records.push(std::mem::take(&mut record));
+                    }
+                    skipping = false;
+                }
+            }
+            if fits {
+                assert!(records == expected, "{}", vector.name);
+            } else {
+                let n = expected.iter().filter(|r| r.len() == largest).count();
+                assert_eq!(too_large, n, "{}", vector.name);
+                assert_eq!(records.len(), expected.len() - n);
+            }
+        }
+    }
+}
