@@ -6,8 +6,7 @@ use tokio_util::codec::Encoder;
 
 use crate::format::{fragment_header, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 use crate::fragment::{
-    legacy_header, recyclable_header, Dialect, FragmentType, Part, LEGACY_HEADER_SIZE,
-    RECYCLABLE_HEADER_SIZE,
+    legacy_header, recyclable_header, Dialect, Part, LEGACY_HEADER_SIZE, RECYCLABLE_HEADER_SIZE,
 };
 use crate::Error;
 
@@ -400,7 +399,7 @@ impl LogEncoder {
     fn put_compression_record(&mut self, dst: &mut BytesMut) {
         let payload = crate::metadata::WalCompressionType::Zstd.to_payload();
         dst.put_slice(&legacy_header(
-            FragmentType::SetCompressionType.as_u8(),
+            crate::fragment::FragmentType::SetCompressionType.as_u8(),
             &payload,
         ));
         dst.put_slice(&payload);
