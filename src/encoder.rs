@@ -8,6 +8,7 @@ use crate::format::{fragment_header, Position, RecordType, BLOCK_SIZE, HEADER_SI
 use crate::fragment::{
     legacy_header, recyclable_header, Dialect, Part, LEGACY_HEADER_SIZE, RECYCLABLE_HEADER_SIZE,
 };
+use crate::metadata::{MetadataError, PredecessorWalInfo, TimestampSize};
 use crate::Error;
 
 /// How a writer frames records: LevelDB's format (the default), or one of RocksDB's
@@ -393,6 +394,88 @@ impl LogEncoder {
         }
     }
 
+    /// Appends RocksDB's user-defined timestamp-size record (type 10, or 11 with a
+    /// recyclable header): the timestamp sizes of column families that records after
+    /// it use. Returns where it sits; it is not a logical record.
+    ///
+    /// As RocksDB's writer, the record is never fragmented: when it does not fit in
+    /// the rest of the block, the rest of the block is zero-filled first (readers
+    /// skip it as zero fill). A compressed WAL gets its type-9 record first if the
+    /// log is empty.
+    ///
+    /// # Errors
+    /// [`MetadataError::ZeroTimestampSize`] for an entry of size 0 (RocksDB records
+    /// only timestamped column families, and its reader rejects size 0), and
+    /// [`MetadataError::TooManyEntries`] when the record would not fit in one block.
+    pub fn encode_timestamp_sizes(
+        &mut self,
+        sizes: &[TimestampSize],
+        dst: &mut BytesMut,
+    ) -> Result<Position, MetadataError> {
+        let max = (BLOCK_SIZE - self.format.header_size()) / TimestampSize::ENCODED_LEN;
+        if sizes.len() > max {
+            return Err(MetadataError::TooManyEntries {
+                len: sizes.len(),
+                max,
+            });
+        }
+        if let Some(zero) = sizes.iter().find(|entry| entry.timestamp_size == 0) {
+            return Err(MetadataError::ZeroTimestampSize {
+                column_family: zero.column_family,
+            });
+        }
+        let payload: Vec<u8> = sizes.iter().flat_map(|entry| entry.to_bytes()).collect();
+        Ok(self.encode_metadata(
+            crate::fragment::FragmentType::UserDefinedTimestampSize.as_u8(),
+            &payload,
+            dst,
+        ))
+    }
+
+    /// Appends RocksDB's predecessor-WAL record (type 130, or 131 with a recyclable
+    /// header), which RocksDB writes after the type-9 record when
+    /// `track_and_verify_wals` is on. Placed as
+    /// [`encode_timestamp_sizes`](Self::encode_timestamp_sizes) places its record.
+    pub fn encode_predecessor_wal_info(
+        &mut self,
+        info: &PredecessorWalInfo,
+        dst: &mut BytesMut,
+    ) -> Position {
+        self.encode_metadata(
+            crate::fragment::FragmentType::PredecessorWalInfo.as_u8(),
+            &info.to_payload(),
+            dst,
+        )
+    }
+
+    /// A metadata record of `legacy_type` (its recyclable type is the next byte),
+    /// whole in one block (`db/log_writer.cc`, `MaybeSwitchToNewBlock`).
+    fn encode_metadata(&mut self, legacy_type: u8, payload: &[u8], dst: &mut BytesMut) -> Position {
+        #[cfg(feature = "zstd")]
+        if self.compressor.is_some() && self.offset == 0 {
+            self.put_compression_record(dst);
+        }
+        let header_size = self.format.header_size();
+        let leftover = BLOCK_SIZE - self.block_offset();
+        if leftover < header_size + payload.len() {
+            dst.put_bytes(0, leftover);
+            self.offset += leftover as u64;
+        }
+        let start = self.offset;
+        match self.format.log_number() {
+            Some(log_number) => {
+                dst.put_slice(&recyclable_header(legacy_type + 1, log_number, payload))
+            }
+            None => dst.put_slice(&legacy_header(legacy_type, payload)),
+        }
+        dst.put_slice(payload);
+        self.offset += (header_size + payload.len()) as u64;
+        Position {
+            start,
+            end: self.offset,
+        }
+    }
+
     /// RocksDB's type-9 record, at offset 0 of a compressed WAL: always a legacy
     /// header, even in a recyclable WAL.
     #[cfg(feature = "zstd")]
@@ -720,6 +803,24 @@ mod tests {
         }
 
         #[test]
+        fn a_metadata_record_follows_the_compression_record() {
+            let info = PredecessorWalInfo {
+                log_number: 1,
+                size_bytes: 2,
+                last_sequence: 3,
+            };
+            let mut encoder = LogEncoder::builder().zstd().recyclable(5).build();
+            let mut out = BytesMut::new();
+            let position = encoder.encode_predecessor_wal_info(&info, &mut out);
+            assert_eq!((out[6], position.start, out[11 + 6]), (9, 11, 131));
+            let record = encoder.encode_record(b"data", &mut out);
+            assert_eq!(
+                (record.start, out[record.start as usize + 6]),
+                (position.end, 5)
+            );
+        }
+
+        #[test]
         fn resuming_a_compressed_log_writes_no_second_compression_record() {
             let mut out = BytesMut::new();
             LogEncoder::builder()
@@ -729,5 +830,75 @@ mod tests {
                 .encode_record(b"x", &mut out);
             assert_eq!(out[6], 1);
         }
+    }
+
+    #[test]
+    fn metadata_records_are_whole_in_one_block() {
+        use crate::fragment::{FragmentRules, FragmentType, Parsed};
+        let info = PredecessorWalInfo {
+            log_number: 7,
+            size_bytes: 100,
+            last_sequence: 9,
+        };
+        for (format, fragment_type) in [
+            (LogFormat::leveldb(), FragmentType::PredecessorWalInfo),
+            (
+                LogFormat::leveldb().recyclable(12),
+                FragmentType::RecyclablePredecessorWalInfo,
+            ),
+        ] {
+            let header_size = format.header_size();
+            // Exactly room for it, then one byte short: the rest of the block is zeros.
+            for (left, padded) in [(header_size + 24, 0), (header_size + 23, header_size + 23)] {
+                let mut encoder = LogEncoder::builder()
+                    .format(format)
+                    .offset((BLOCK_SIZE - left) as u64)
+                    .build();
+                let mut out = BytesMut::new();
+                let position = encoder.encode_predecessor_wal_info(&info, &mut out);
+                assert_eq!(position.start, (BLOCK_SIZE - left + padded) as u64);
+                assert!(out[..padded].iter().all(|&b| b == 0));
+                // After zero fill the record starts the next block.
+                let block_left = if padded > 0 { BLOCK_SIZE } else { left };
+                let rules = FragmentRules::new(Dialect::RocksDb).log_number(12);
+                let Parsed::Fragment(f) = rules.parse(&out[padded..], block_left) else {
+                    panic!("no fragment after {padded} bytes");
+                };
+                assert_eq!(f.fragment_type(), Some(fragment_type));
+                let payload = &out[padded..][f.payload_range()];
+                assert_eq!(PredecessorWalInfo::parse(payload), Ok(info));
+            }
+        }
+    }
+
+    #[test]
+    fn timestamp_sizes_are_checked_before_writing() {
+        let mut encoder = recyclable(0);
+        let mut out = BytesMut::new();
+        let sizes = [TimestampSize {
+            column_family: 3,
+            timestamp_size: 8,
+        }];
+        let position = encoder.encode_timestamp_sizes(&sizes, &mut out).unwrap();
+        assert_eq!((position.start, position.end, out[6]), (0, 17, 11));
+        let zero = [TimestampSize {
+            column_family: 4,
+            timestamp_size: 0,
+        }];
+        assert_eq!(
+            encoder.encode_timestamp_sizes(&zero, &mut out),
+            Err(MetadataError::ZeroTimestampSize { column_family: 4 })
+        );
+        let many = vec![sizes[0]; 5459];
+        assert!(encoder.encode_timestamp_sizes(&many, &mut out).is_ok());
+        let too_many = vec![sizes[0]; 5460];
+        assert_eq!(
+            encoder.encode_timestamp_sizes(&too_many, &mut out),
+            Err(MetadataError::TooManyEntries {
+                len: 5460,
+                max: 5459
+            })
+        );
+        assert_eq!(encoder.offset(), out.len() as u64);
     }
 }

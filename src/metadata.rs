@@ -42,6 +42,14 @@ pub enum MetadataError {
         /// The payload length.
         len: usize,
     },
+    /// More timestamp-size entries than one record (one block) holds.
+    #[error("too many user-defined timestamp sizes for one record ({len} > {max})")]
+    TooManyEntries {
+        /// Entries given.
+        len: usize,
+        /// Entries that fit.
+        max: usize,
+    },
     /// A timestamp-size entry of size 0 (RocksDB records only timestamped column
     /// families).
     #[error("user-defined timestamp size 0 for column family {column_family}")]
