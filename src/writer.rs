@@ -182,9 +182,10 @@ impl WriterOptions {
 
     /// The format records are written in (default LevelDB's): e.g.
     /// `LogFormat::leveldb().recyclable(log_number)` for a RocksDB recyclable WAL; see
-    /// [`LogFormat`](crate::LogFormat). A log opened for appending must already be in
-    /// this format; [`open`](Self::open) scans an existing file as a LevelDB log, so
-    /// use [`create`](Self::create) for RocksDB formats for now.
+    /// [`LogFormat`](crate::LogFormat). With a RocksDB format, [`open`](Self::open)
+    /// refuses an existing non-empty file for now (its repair scan reads LevelDB's
+    /// format); [`create`](Self::create) a new log, or use
+    /// [`from_file`](Self::from_file) on a log known to be intact.
     pub fn format(&mut self, format: crate::LogFormat) -> &mut Self {
         self.format = format;
         self
@@ -234,6 +235,15 @@ impl WriterOptions {
                     .write(true)
                     .open(path)
                     .await?;
+                if self.format != crate::LogFormat::leveldb() && file.metadata().await?.len() > 0 {
+                    // The repair scan reads LevelDB's format: it would take a RocksDB
+                    // WAL's fragments for damage, and might cut them as a torn tail.
+                    return Err(Error::Io(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "appending to an existing RocksDB-format log is not supported yet; \
+                         use create for a new log",
+                    )));
+                }
                 let scan = repair_file(&mut file, crate::DEFAULT_MAX_RECORD_BYTES).await?;
                 self.from_file(file, scan.valid_len).await
             }

@@ -448,3 +448,32 @@ fn compressed_vectors_inflate_fragment_by_fragment() {
         }
     }
 }
+
+/// Opening an existing RocksDB-format log for appending is refused, and the file is
+/// left as it was, rather than scanned (and perhaps cut) as a LevelDB log.
+#[tokio::test]
+async fn opening_an_existing_rocksdb_log_leaves_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000014.log");
+    let original = fs::read(data_path("recycle/000014.log")).unwrap();
+    fs::write(&path, &original).unwrap();
+    let result = walcodec::AsyncLogWriter::builder()
+        .format(LogFormat::leveldb().recyclable(14))
+        .open(&path)
+        .await;
+    match result {
+        Err(walcodec::Error::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput),
+        other => panic!("{:?}", other.err()),
+    }
+    assert!(fs::read(&path).unwrap() == original);
+    // A new (empty) file opens.
+    let fresh = dir.path().join("000015.log");
+    let writer = walcodec::AsyncLogWriter::builder()
+        .format(LogFormat::leveldb().recyclable(15))
+        .open(&fresh)
+        .await
+        .unwrap();
+    writer.append(b"x").await.unwrap();
+    writer.close().await.unwrap();
+    assert_eq!(fs::read(&fresh).unwrap().len(), 12);
+}
