@@ -27,6 +27,20 @@
 //! 6. checksum mismatch (when verified);
 //! 7. a fragment.
 //!
+//! A reader keeps one [`FragmentRules`] per log and, at each position, hands
+//! `parse` what it has buffered:
+//!
+//! - `Fragment`: the payload is `bytes[fragment.payload_range()]`; consume
+//!   `fragment.len()`; [`Fragment::part`] drives record assembly, a metadata
+//!   [`FragmentType`] goes to [`crate::metadata`], no type is "unknown record type"
+//!   unless [`Fragment::is_ignorable`];
+//! - `Trailer`, `ZeroFill`: skip `len` bytes (a RocksDB recyclable writer leaves
+//!   7–10 zero bytes, which read as `ZeroFill` with `len` < 11; RocksDB's reader
+//!   reports them as "error in middle of record" when a record is open);
+//! - `Incomplete`: read more (reserve `needed`); at EOF a torn tail, with the header
+//!   when it was whole (RocksDB: "truncated record body", else "truncated header");
+//! - `Defect`: drop [`Defect::len`] bytes and apply the recovery policy.
+//!
 //! ```
 //! use walcodec::fragment::{FragmentRules, FragmentType, Parsed};
 //! use walcodec::{Dialect, LogEncoder, BLOCK_SIZE};

@@ -24,6 +24,11 @@
 //! The format: a log is a sequence of 32 KiB blocks; each record is cut into
 //! fragments with a 7-byte header (masked crc32c, length, type). See [`format`](mod@format).
 //!
+//! RocksDB's WAL dialect: [`LogEncoder::builder`] and [`WriterOptions::format`] write
+//! its recyclable and (feature `zstd`) compressed WALs byte for byte as RocksDB does;
+//! [`fragment`] parses both header layouts, [`metadata`] its metadata records and
+//! [`write_batch`] the WriteBatches both engines store in their records.
+//!
 //! Design goal: byte-identical output to LevelDB's writer, and a reader that takes
 //! any chunking of the bytes (files, sockets, pipes), bounds every allocation, and
 //! reports exactly what it drops.
