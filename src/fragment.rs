@@ -650,6 +650,73 @@ impl FragmentRules {
     }
 }
 
+/// What the first fragments of a log say about how it was written; see [`sniff`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sniffed {
+    /// The dialect to read it in.
+    pub dialect: Dialect,
+    /// The log number (low 32 bits) of a recyclable first data fragment, intact.
+    pub log_number: Option<u32>,
+    /// Whether it starts with RocksDB's compression-type record (type 9).
+    pub compressed: bool,
+}
+
+/// Tells a RocksDB WAL from a LevelDB log by its start (the first block, or as much
+/// of it as there is): RocksDB's dialect when the log starts with an intact
+/// recyclable fragment, or with an intact type-9 record (then the fragment after it
+/// tells whether it is recyclable too). Checksums are verified whatever the log
+/// number, which is reported.
+///
+/// ```
+/// use walcodec::fragment::sniff;
+/// use walcodec::{Dialect, LogEncoder};
+///
+/// let mut log = bytes::BytesMut::new();
+/// LogEncoder::builder().recyclable(14).build().encode_record(b"x", &mut log);
+/// let sniffed = sniff(&log);
+/// assert_eq!((sniffed.dialect, sniffed.log_number), (Dialect::RocksDb, Some(14)));
+///
+/// let mut log = bytes::BytesMut::new();
+/// LogEncoder::new().encode_record(b"x", &mut log);
+/// assert_eq!(sniff(&log).dialect, Dialect::LevelDb);
+/// ```
+pub fn sniff(log_start: &[u8]) -> Sniffed {
+    let mut sniffed = Sniffed {
+        dialect: Dialect::LevelDb,
+        log_number: None,
+        compressed: false,
+    };
+    let mut at = 0;
+    if let Some((FragmentType::SetCompressionType, len)) = intact_fragment(log_start) {
+        sniffed.dialect = Dialect::RocksDb;
+        sniffed.compressed = true;
+        at = len;
+    }
+    if let Some(rest) = log_start.get(at..) {
+        if let Some((fragment_type, _)) = intact_fragment(rest) {
+            if fragment_type.is_recyclable() {
+                sniffed.dialect = Dialect::RocksDb;
+                sniffed.log_number =
+                    Some(u32::from_le_bytes([rest[7], rest[8], rest[9], rest[10]]));
+            }
+        }
+    }
+    sniffed
+}
+
+/// The type and length of an intact RocksDB fragment at the start of `bytes`, its
+/// checksum verified whatever its log number.
+fn intact_fragment(bytes: &[u8]) -> Option<(FragmentType, usize)> {
+    let type_byte = *bytes.get(LEGACY_HEADER_SIZE - 1)?;
+    let fragment_type = FragmentType::from_u8(type_byte, Dialect::RocksDb)?;
+    let length = usize::from(u16::from_le_bytes([*bytes.get(4)?, *bytes.get(5)?]));
+    let fragment_len = fragment_type.header_size() + length;
+    let stored = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?);
+    let covered = bytes.get(LEGACY_HEADER_SIZE - 1..fragment_len)?;
+    (fragment_type != FragmentType::Zero && fragment_crc_in_place(covered) == unmask(stored))
+        .then_some((fragment_type, fragment_len))
+}
+
 /// Builds a legacy (7-byte) header for a fragment of type `type_byte`.
 #[inline]
 pub fn legacy_header(type_byte: u8, payload: &[u8]) -> [u8; LEGACY_HEADER_SIZE] {
@@ -1022,5 +1089,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn sniffing_the_start_of_a_log() {
+        let leveldb = legacy(1, b"hello");
+        assert_eq!(
+            sniff(&leveldb),
+            Sniffed {
+                dialect: Dialect::LevelDb,
+                log_number: None,
+                compressed: false
+            }
+        );
+        let recycled = recyclable(8, 77, b"tail");
+        assert_eq!(sniff(&recycled).log_number, Some(77));
+        // A damaged recyclable header says nothing.
+        let mut damaged = recycled.clone();
+        damaged[12] ^= 1;
+        assert_eq!(sniff(&damaged).dialect, Dialect::LevelDb);
+        let mut compressed = legacy(9, &[7, 0, 0, 0]);
+        let sniffed = sniff(&compressed);
+        assert_eq!(
+            (sniffed.dialect, sniffed.compressed, sniffed.log_number),
+            (Dialect::RocksDb, true, None)
+        );
+        compressed.extend_from_slice(&recyclable(5, 3, b"frame"));
+        assert_eq!(sniff(&compressed).log_number, Some(3));
+        for cut in 0..compressed.len() {
+            let _ = sniff(&compressed[..cut]);
+        }
+        assert_eq!(sniff(&[0; 100]).dialect, Dialect::LevelDb);
     }
 }

@@ -477,3 +477,31 @@ async fn opening_an_existing_rocksdb_log_leaves_it_alone() {
     writer.close().await.unwrap();
     assert_eq!(fs::read(&fresh).unwrap().len(), 12);
 }
+
+/// Every RocksDB vector but the legacy one sniffs as RocksDB's dialect, with its
+/// compression and the log number of its name.
+#[test]
+fn the_vectors_sniff_as_written() {
+    for vector in &VECTORS {
+        let log = fs::read(data_path(vector.name)).unwrap();
+        let sniffed = walcodec::fragment::sniff(&log[..log.len().min(BLOCK_SIZE)]);
+        let rocksdb = vector.recyclable || vector.compressed;
+        assert_eq!(
+            sniffed.dialect == Dialect::RocksDb,
+            rocksdb,
+            "{}",
+            vector.name
+        );
+        assert_eq!(sniffed.compressed, vector.compressed, "{}", vector.name);
+        let number = vector.recyclable.then(|| log_number(vector.name) as u32);
+        assert_eq!(sniffed.log_number, number, "{}", vector.name);
+    }
+    let leveldb = fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/leveldb-db/wal/000003.log"),
+    )
+    .unwrap();
+    assert_eq!(
+        walcodec::fragment::sniff(&leveldb).dialect,
+        Dialect::LevelDb
+    );
+}
