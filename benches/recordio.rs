@@ -19,13 +19,14 @@ fn records(size: usize, count: usize) -> Vec<Bytes> {
         .collect()
 }
 
-fn encode_all<C: Encoder<Bytes>>(codec: &mut C, records: &[Bytes], dst: &mut BytesMut)
+fn encode_all<C>(codec: &mut C, records: &[Bytes], dst: &mut BytesMut)
 where
-    C::Error: std::fmt::Debug,
+    C: for<'a> Encoder<&'a [u8]>,
+    for<'a> <C as Encoder<&'a [u8]>>::Error: std::fmt::Debug,
 {
     dst.clear();
     for record in records {
-        codec.encode(record.clone(), dst).unwrap();
+        codec.encode(&record[..], dst).unwrap();
     }
 }
 

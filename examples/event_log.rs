@@ -177,7 +177,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         replayed += 1;
         let position = records
             .decoder()
-            .last_record_position()
+            .last_record()
             .expect("a record was just returned");
         let (event_run, task, seq) =
             claimed_ids(&record).ok_or_else(|| format!("not an event at {position:?}"))?;

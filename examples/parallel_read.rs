@@ -38,7 +38,7 @@ impl Summary {
 }
 
 async fn summarize(path: PathBuf, range: std::ops::Range<u64>) -> Result<Summary, walcodec::Error> {
-    let mut reader = LogReader::open_range(&path, range, &mut LogDecoder::builder()).await?;
+    let mut reader = LogReader::open_range(&path, range, &LogDecoder::builder()).await?;
     let mut summary = Summary::default();
     while let Some(record) = reader.next_record().await {
         let record = record?;

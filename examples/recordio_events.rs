@@ -113,13 +113,10 @@ async fn serve(listener: TcpListener, events: u64) -> io::Result<()> {
     let mut sink = RecordIoCodec::builder().new_write(write);
     for seq in 0..events {
         // `feed` buffers; FramedWrite writes out whenever its buffer fills.
-        sink.feed(event(seq)).await.map_err(io::Error::other)?;
+        sink.feed(&event(seq)[..]).await.map_err(io::Error::other)?;
     }
-    // Flushes and shuts the write half down: the end of the body. (The codec encodes
-    // both `Bytes` and `&[u8]`, so `close` needs to be told which sink it is.)
-    SinkExt::<Bytes>::close(&mut sink)
-        .await
-        .map_err(io::Error::other)?;
+    // Flushes and shuts the write half down: the end of the body.
+    sink.close().await.map_err(io::Error::other)?;
     Ok(())
 }
 

@@ -391,7 +391,7 @@ impl Replica {
             match next {
                 Some(Ok(record)) => {
                     let copied_at = encoder.encode_record(&record, &mut pending);
-                    let read_at = records.decoder().last_record_position();
+                    let read_at = records.decoder().last_record();
                     if read_at != Some(copied_at) {
                         return Err(format!(
                             "the record read at {read_at:?} would be copied at {copied_at:?}: \

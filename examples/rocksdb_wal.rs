@@ -203,7 +203,7 @@ fn write_case(dir: &Path, case: &str, log_number: u64, format: LogFormat, seed: 
     let async_path = case_dir.join(format!("async-{name}"));
     let _ = std::fs::remove_file(&async_path);
     runtime.block_on(async {
-        let writer = AsyncLogWriter::builder()
+        let writer = AsyncLogWriter::options()
             .format(format)
             .create(&async_path)
             .await

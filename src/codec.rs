@@ -62,11 +62,3 @@ impl Encoder<&[u8]> for LogCodec {
         self.encoder.encode(record, dst)
     }
 }
-
-impl Encoder<Bytes> for LogCodec {
-    type Error = Error;
-
-    fn encode(&mut self, record: Bytes, dst: &mut BytesMut) -> Result<(), Error> {
-        self.encoder.encode(record, dst)
-    }
-}

@@ -14,6 +14,8 @@
 //! | halted                   | ignored: end of a split, `PointInTime` stop, or error   |
 
 use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::AsyncRead;
@@ -57,7 +59,92 @@ pub enum Recovery {
     SkipCorrupted,
 }
 
-type Reporter = Box<dyn FnMut(&Corruption) + Send>;
+/// The corruption callback, shared by every decoder a builder builds (and by a
+/// decoder's clones): reports from all of them arrive at the one closure.
+impl Recovery {
+    /// Every mode, in the order of the table above.
+    pub const ALL: [Recovery; 4] = [
+        Recovery::TolerateTail,
+        Recovery::AbsoluteConsistency,
+        Recovery::PointInTime,
+        Recovery::SkipCorrupted,
+    ];
+
+    /// The mode's name in kebab case, as `Display` prints it and `FromStr` reads it
+    /// (e.g. `"tolerate-tail"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Recovery::TolerateTail => "tolerate-tail",
+            Recovery::AbsoluteConsistency => "absolute-consistency",
+            Recovery::PointInTime => "point-in-time",
+            Recovery::SkipCorrupted => "skip-corrupted",
+        }
+    }
+
+    /// RocksDB's name for the mode (`WALRecoveryMode`).
+    pub const fn rocksdb_name(self) -> &'static str {
+        match self {
+            Recovery::TolerateTail => "kTolerateCorruptedTailRecords",
+            Recovery::AbsoluteConsistency => "kAbsoluteConsistency",
+            Recovery::PointInTime => "kPointInTimeRecovery",
+            Recovery::SkipCorrupted => "kSkipAnyCorruptedRecords",
+        }
+    }
+}
+
+/// Prints the kebab-case name: `tolerate-tail`, `absolute-consistency`,
+/// `point-in-time`, `skip-corrupted`.
+impl fmt::Display for Recovery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name [`Recovery::from_str`] does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseRecoveryError {
+    input: String,
+}
+
+impl fmt::Display for ParseRecoveryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown recovery mode {:?} (expected tolerate-tail, absolute-consistency, point-in-time or skip-corrupted)",
+            self.input
+        )
+    }
+}
+
+impl std::error::Error for ParseRecoveryError {}
+
+/// Reads the kebab-case name (`Display`'s), case-insensitively and with `_` for
+/// `-`, or RocksDB's `WALRecoveryMode` name.
+///
+/// ```
+/// use walcodec::Recovery;
+///
+/// let mode: Recovery = "point-in-time".parse().unwrap();
+/// assert_eq!(mode, Recovery::PointInTime);
+/// assert_eq!("kSkipAnyCorruptedRecords".parse(), Ok(Recovery::SkipCorrupted));
+/// assert_eq!(Recovery::TolerateTail.to_string(), "tolerate-tail");
+/// assert!("sometimes".parse::<Recovery>().is_err());
+/// ```
+impl FromStr for Recovery {
+    type Err = ParseRecoveryError;
+
+    fn from_str(input: &str) -> Result<Recovery, ParseRecoveryError> {
+        let wanted = input.trim().to_ascii_lowercase().replace('_', "-");
+        Recovery::ALL
+            .into_iter()
+            .find(|mode| mode.name() == wanted || mode.rocksdb_name() == input.trim())
+            .ok_or_else(|| ParseRecoveryError {
+                input: input.to_owned(),
+            })
+    }
+}
+
+type Reporter = Arc<Mutex<dyn FnMut(&Corruption) + Send>>;
 
 /// Counters of what a decoder has seen.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -78,6 +165,10 @@ pub struct DecodeStats {
     pub dropped_bytes: u64,
     /// Corruption reports made.
     pub corruptions: u64,
+    /// Blocks that begin with zero fill and are followed later by data: lost data
+    /// that no writer of the format leaves. An error in the strict modes; in
+    /// `SkipCorrupted` they are skipped silently, as LevelDB does, and counted here.
+    pub zeroed_blocks: u64,
 }
 
 /// Configures a [`LogDecoder`].
@@ -95,7 +186,12 @@ pub struct DecodeStats {
 ///     .build();
 /// assert_eq!(decoder.offset(), 0);
 /// ```
+///
+/// A builder is a reusable configuration: [`build`](Self::build) takes `&self`, so
+/// one builder makes any number of decoders, all with the same settings and the
+/// same reporter.
 #[must_use]
+#[derive(Clone)]
 pub struct LogDecoderBuilder {
     recovery: Recovery,
     checksums: bool,
@@ -172,18 +268,19 @@ impl LogDecoderBuilder {
     /// Called with every piece of the log the decoder drops. Without a reporter,
     /// damage is still counted in [`LogDecoder::stats`].
     ///
-    /// `build` hands the reporter to the decoder it builds; build again and the next
-    /// decoder has none.
+    /// Every decoder this builder builds (and every clone of one) reports to this
+    /// one closure; it is called with a lock held, one report at a time.
     pub fn on_corruption<F>(&mut self, reporter: F) -> &mut Self
     where
         F: FnMut(&Corruption) + Send + 'static,
     {
-        self.reporter = Some(Box::new(reporter));
+        self.reporter = Some(Arc::new(Mutex::new(reporter)));
         self
     }
 
-    /// The configured decoder.
-    pub fn build(&mut self) -> LogDecoder {
+    /// A decoder with the configured settings. The builder is unchanged: build
+    /// again for another decoder just like it.
+    pub fn build(&self) -> LogDecoder {
         let base = block_start(self.start_offset);
         LogDecoder {
             recovery: self.recovery,
@@ -191,7 +288,7 @@ impl LogDecoderBuilder {
             max_record_bytes: self.max_record_bytes,
             start_offset: self.start_offset,
             end_offset: self.end_offset.unwrap_or(u64::MAX),
-            reporter: self.reporter.take(),
+            reporter: self.reporter.clone(),
             offset: base,
             skip: None,
             assembly: Assembly::Idle,
@@ -200,18 +297,19 @@ impl LogDecoderBuilder {
             last_record: None,
             valid_end: self.start_offset,
             incomplete_tail: false,
-            cut_by_zeros: None,
+            zero_suspect: None,
             stats: DecodeStats::default(),
         }
     }
 
     /// A [`FramedRead`] of `io` with the configured decoder.
-    pub fn new_read<R: AsyncRead>(&mut self, io: R) -> FramedRead<R, LogDecoder> {
+    pub fn new_read<R: AsyncRead>(&self, io: R) -> FramedRead<R, LogDecoder> {
         FramedRead::new(io, self.build())
     }
 }
 
 /// A record being put together from its fragments.
+#[derive(Clone)]
 enum Assembly {
     Idle,
     Collecting {
@@ -233,7 +331,7 @@ const MIN_VIEW_FRAGMENT: usize = 4096;
 /// The payload of an open record: large fragments as views of the read buffer, runs
 /// of small ones copied together. Joined with one copy at LAST, so memory held stays
 /// within the record's size (plus the buffers at its two ends).
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Parts {
     views: Vec<Bytes>,
     small: BytesMut,
@@ -270,11 +368,13 @@ impl Parts {
 }
 
 /// Bytes to pass over up to `until` (a block end).
+#[derive(Clone)]
 struct Skip {
     until: u64,
     why: SkipReason,
 }
 
+#[derive(Clone)]
 enum SkipReason {
     Trailer,
     ZeroFill,
@@ -287,6 +387,40 @@ enum SkipReason {
         kind: CorruptionKind,
         then: Option<Corruption>,
     },
+}
+
+/// Where a torn write can stop: storage persists whole sectors, so a write cut
+/// short by a crash or power cut ends at a multiple of this (4 KiB pages are a
+/// multiple too).
+const SECTOR_SIZE: u64 = 512;
+
+/// Zeros that are harmless if they run to the end of the input and damage if
+/// anything but zeros follows them.
+#[derive(Clone)]
+enum ZeroSuspect {
+    /// Damage that zeros cut short: an open record cut by zero fill, or a fragment
+    /// whose payload runs into zeros from a sector boundary on (so fails its
+    /// checksum). With only zeros after it up to EOF it is a torn tail: what a
+    /// power cut, or a crash in preallocated space, leaves.
+    Cut(Corruption),
+    /// Zero fill from the first byte of the block at `at`. Up to EOF that is
+    /// preallocated space; followed by data it is lost data (a zeroed block), since
+    /// writers pad with zeros only from the middle of a block to its end.
+    ZeroedBlock { at: u64 },
+}
+
+/// Whether a fragment that failed its checksum has the shape of a write cut short
+/// in zero-filled space: its bytes run into zeros that begin at a sector boundary
+/// inside the fragment. `fragment` is the whole fragment, header included, and
+/// `offset` where it starts in the log. Any other checksum failure is corruption,
+/// even when its last byte happens to be zero.
+fn cut_at_sector(offset: u64, fragment: &[u8]) -> bool {
+    let Some(last_data) = fragment.iter().rposition(|&b| b != 0) else {
+        return false;
+    };
+    let zeros_from = offset + last_data as u64 + 1;
+    let end = offset + fragment.len() as u64;
+    zeros_from.next_multiple_of(SECTOR_SIZE) < end
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,6 +459,10 @@ enum Flow {
 /// # Ok(())
 /// # }
 /// ```
+///
+/// A decoder is `Clone` (the clone goes on from the same point, on its own, with the
+/// same reporter) and `Send + Sync`.
+#[derive(Clone)]
 pub struct LogDecoder {
     recovery: Recovery,
     checksums: bool,
@@ -343,11 +481,9 @@ pub struct LogDecoder {
     last_record: Option<Position>,
     valid_end: u64,
     incomplete_tail: bool,
-    /// Damage that zeros cut short: an open record cut by zero fill, or a fragment
-    /// whose payload runs into zeros (so fails its checksum). A torn tail if only
-    /// zeros follow it to EOF (what a power cut, or a crash in preallocated space,
-    /// leaves); this damage as soon as anything else does.
-    cut_by_zeros: Option<Corruption>,
+    /// Damage that zeros may explain, pending until the decoder sees what follows
+    /// the zeros (see [`ZeroSuspect`]).
+    zero_suspect: Option<ZeroSuspect>,
     stats: DecodeStats,
 }
 
@@ -388,13 +524,21 @@ impl LogDecoder {
         self.offset
     }
 
-    /// The offset of the first header of the record last returned (LevelDB's
-    /// `LastRecordOffset`); 0 before any record.
+    /// Where the record last returned sits in the log: `start` is LevelDB's
+    /// `LastRecordOffset`, `end` a checkpoint to resume reading from. `None` before
+    /// any record.
+    pub fn last_record(&self) -> Option<Position> {
+        self.last_record
+    }
+
+    /// The offset of the first header of the record last returned; 0 before any record.
+    #[deprecated(note = "use `last_record()`, whose `start` this is")]
     pub fn last_record_offset(&self) -> u64 {
         self.last_record.map_or(0, |p| p.start)
     }
 
     /// Where the record last returned sits in the log.
+    #[deprecated(note = "renamed `last_record()`")]
     pub fn last_record_position(&self) -> Option<Position> {
         self.last_record
     }
@@ -441,6 +585,16 @@ impl LogDecoder {
         self.offset += n as u64;
     }
 
+    fn report(&self, corruption: &Corruption) {
+        if let Some(reporter) = &self.reporter {
+            // A reporter that panicked once still hears about later damage.
+            let mut report = reporter
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            report(corruption);
+        }
+    }
+
     /// Handles one piece of damage according to the recovery mode.
     fn corrupt(&mut self, corruption: Corruption) -> Result<(), Error> {
         if self.flow != Flow::Reading {
@@ -451,15 +605,11 @@ impl LogDecoder {
         self.stats.dropped_bytes += corruption.bytes();
         match self.recovery {
             Recovery::SkipCorrupted => {
-                if let Some(report) = self.reporter.as_mut() {
-                    report(&corruption);
-                }
+                self.report(&corruption);
                 Ok(())
             }
             Recovery::PointInTime => {
-                if let Some(report) = self.reporter.as_mut() {
-                    report(&corruption);
-                }
+                self.report(&corruption);
                 self.flow = Flow::Halted {
                     at: corruption.offset(),
                 };
@@ -532,19 +682,23 @@ impl LogDecoder {
         if !eof {
             return Ok(None);
         }
-        if self.cut_by_zeros.is_some() {
+        if self.zero_suspect.is_some() {
             self.zeros_only(src)?;
-            if let Some(cut) = self.cut_by_zeros.take() {
+            match self.zero_suspect.take() {
                 // Only zeros after the damage, up to EOF: the write that died.
-                self.incomplete_tail = true;
-                if self.recovery == Recovery::AbsoluteConsistency {
-                    let bytes = self.offset + src.len() as u64 - cut.offset();
-                    self.corrupt(Corruption::new(
-                        cut.offset(),
-                        bytes,
-                        CorruptionKind::TruncatedTail,
-                    ))?;
+                Some(ZeroSuspect::Cut(cut)) => {
+                    self.incomplete_tail = true;
+                    if self.recovery == Recovery::AbsoluteConsistency {
+                        let bytes = self.offset + src.len() as u64 - cut.offset();
+                        self.corrupt(Corruption::new(
+                            cut.offset(),
+                            bytes,
+                            CorruptionKind::TruncatedTail,
+                        ))?;
+                    }
                 }
+                // Zeros from a block's start to EOF: preallocated space, nothing lost.
+                Some(ZeroSuspect::ZeroedBlock { .. }) | None => {}
             }
             return Ok(None);
         }
@@ -582,16 +736,37 @@ impl LogDecoder {
         Ok(None)
     }
 
-    /// While damage cut short by zeros is pending (`cut_by_zeros`), it is real, and
-    /// handled as such, as soon as anything but zeros follows it. Returns whether it
-    /// was.
+    /// While zeros are suspect (`zero_suspect`), what they hide is damage, handled
+    /// as such, as soon as anything but zeros follows them. `bytes` are the next
+    /// bytes of the input, from `self.offset`. Returns whether it was raised.
     fn zeros_only(&mut self, bytes: &[u8]) -> Result<bool, Error> {
-        if self.cut_by_zeros.is_none() || bytes.iter().all(|&b| b == 0) {
+        if self.zero_suspect.is_none() {
             return Ok(false);
         }
-        let damage = self.cut_by_zeros.take().expect("checked above");
-        self.corrupt(damage)?;
+        let Some(data_at) = bytes.iter().position(|&b| b != 0) else {
+            return Ok(false);
+        };
+        match self.zero_suspect.take().expect("checked above") {
+            ZeroSuspect::Cut(damage) => self.corrupt(damage)?,
+            ZeroSuspect::ZeroedBlock { at } => {
+                if self.flow == Flow::Reading {
+                    self.stats.zeroed_blocks += 1;
+                }
+                if self.recovery != Recovery::SkipCorrupted {
+                    let zeros = self.offset + data_at as u64 - at;
+                    self.corrupt(Corruption::new(at, zeros, CorruptionKind::ZeroedBlock))?;
+                }
+            }
+        }
         Ok(true)
+    }
+
+    /// Holds `suspect` until the input shows what the zeros are; the first one
+    /// pending is the earliest damage, so it stays.
+    fn suspect(&mut self, suspect: ZeroSuspect) {
+        if self.zero_suspect.is_none() {
+            self.zero_suspect = Some(suspect);
+        }
     }
 
     /// Passes over skipped bytes; returns false when the input ran out first.
@@ -651,7 +826,7 @@ impl LogDecoder {
         if self.flow != Flow::Reading
             || self.skip.is_some()
             || !matches!(self.assembly, Assembly::Idle)
-            || self.cut_by_zeros.is_some()
+            || self.zero_suspect.is_some()
             || self.resyncing
         {
             return None;
@@ -740,7 +915,12 @@ impl LogDecoder {
                     // Zeros after a FIRST are what a power cut leaves when the file's
                     // size reached the disk before its data: a torn tail if only
                     // zeros follow to EOF, damage if anything else does.
-                    self.cut_by_zeros = Some(cut);
+                    self.suspect(ZeroSuspect::Cut(cut));
+                }
+                if fragment_offset % BLOCK_SIZE as u64 == 0 {
+                    self.suspect(ZeroSuspect::ZeroedBlock {
+                        at: fragment_offset,
+                    });
                 }
                 continue;
             }
@@ -784,13 +964,12 @@ impl LogDecoder {
                     CorruptionKind::ChecksumMismatch,
                 );
                 if self.recovery != Recovery::SkipCorrupted
-                    && length > 0
-                    && src[fragment_len - 1] == 0
+                    && cut_at_sector(fragment_offset, &src[..fragment_len])
                 {
                     // Perhaps a write cut short in space preallocated with zeros: the
-                    // rest of the file decides (see `cut_by_zeros`).
+                    // rest of the file decides (see `ZeroSuspect::Cut`).
                     self.assembly = Assembly::Idle;
-                    self.cut_by_zeros = Some(damage);
+                    self.suspect(ZeroSuspect::Cut(damage));
                     self.consume(src, fragment_len);
                     self.skip = Some(Skip {
                         until: fragment_offset + block_left as u64,

@@ -1,7 +1,7 @@
 //! `LogEncoder`: frames records into 32 KiB blocks exactly as LevelDB's `log::Writer`,
 //! or as RocksDB's (recyclable headers, WAL compression) when built so.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use tokio_util::codec::Encoder;
 
 use crate::format::{fragment_header, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
@@ -536,29 +536,33 @@ fn compressed_len_bound(len: usize) -> usize {
         .saturating_add(4)
 }
 
+/// Records go in as byte slices: send `&record[..]` (or `record.as_ref()`) for a
+/// `Vec<u8>` or [`Bytes`](bytes::Bytes). One item type, so a
+/// `FramedWrite<_, LogEncoder>` is a sink of exactly one kind, and `sink.flush()`
+/// and `sink.close()` need no type annotation. (The encoder copies every record
+/// into the write buffer, so an owned item would save nothing.)
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use futures::SinkExt;
+/// use tokio_util::codec::FramedWrite;
+/// use walcodec::LogEncoder;
+///
+/// let mut log = Vec::new();
+/// let mut sink = FramedWrite::new(&mut log, LogEncoder::new());
+/// let owned: Vec<u8> = b"an owned record".to_vec();
+/// sink.send(&owned[..]).await?;
+/// sink.send(b"a literal".as_slice()).await?;
+/// sink.close().await?;
+/// # Ok(())
+/// # }
+/// ```
 impl Encoder<&[u8]> for LogEncoder {
     type Error = Error;
 
     fn encode(&mut self, record: &[u8], dst: &mut BytesMut) -> Result<(), Error> {
         self.encode_record(record, dst);
-        Ok(())
-    }
-}
-
-impl Encoder<Bytes> for LogEncoder {
-    type Error = Error;
-
-    fn encode(&mut self, record: Bytes, dst: &mut BytesMut) -> Result<(), Error> {
-        self.encode_record(&record, dst);
-        Ok(())
-    }
-}
-
-impl Encoder<Vec<u8>> for LogEncoder {
-    type Error = Error;
-
-    fn encode(&mut self, record: Vec<u8>, dst: &mut BytesMut) -> Result<(), Error> {
-        self.encode_record(&record, dst);
         Ok(())
     }
 }

@@ -9,22 +9,24 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The underlying source or sink failed.
-    #[error("i/o error: {0}")]
+    /// The underlying source or sink failed. Displays as the I/O error itself (its
+    /// source is that error's source), so an error chain says it once.
+    #[error(transparent)]
     Io(#[from] io::Error),
 
     /// The log is damaged at `offset`, in a way the decoder's [`Recovery`] mode does
     /// not skip.
     ///
     /// [`Recovery`]: crate::Recovery
-    #[error("corrupt log at offset {offset}: {reason} ({bytes} bytes)")]
+    #[error("corrupt log at offset {offset}: {kind} ({bytes} bytes)")]
     Corruption {
         /// Log offset of the damaged fragment (or of the record it belonged to).
         offset: u64,
         /// Bytes the damage covers.
         bytes: u64,
-        /// What is wrong, in LevelDB's words.
-        reason: CorruptionKind,
+        /// What is wrong (as [`Corruption::kind`]; it displays as LevelDB's reason
+        /// text, [`Corruption::reason`]).
+        kind: CorruptionKind,
     },
 
     /// A record grew past the decoder's `max_record_bytes`.
@@ -51,9 +53,57 @@ pub enum Error {
         source: Arc<io::Error>,
     },
 
+    /// A followed log changed under its [`LogTailer`](crate::LogTailer) in a way
+    /// appends never change a log: it was cut, replaced or rewritten. The records
+    /// returned before stand; nothing after is returned, so no record is ever made of
+    /// bytes from before and after the change. Open a new follower to go on.
+    #[error("followed log changed under the reader: {0}")]
+    LogChanged(LogChange),
+
     /// The [`AsyncLogWriter`](crate::AsyncLogWriter) was closed, or its flusher is gone.
     #[error("log writer is closed")]
     Closed,
+}
+
+/// How a followed log changed under its reader ([`Error::LogChanged`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LogChange {
+    /// The file is shorter (`len` bytes) than what was already read from it (`read`):
+    /// it was truncated, e.g. by a repair.
+    Shrunk {
+        /// The file's length now.
+        len: u64,
+        /// How far the reader had read.
+        read: u64,
+    },
+    /// The path now names another file (another device or inode): the log was
+    /// deleted and recreated, or renamed over.
+    Replaced,
+    /// The path no longer names a file.
+    Removed,
+    /// Bytes already read now differ, first at `offset`: the file was cut and grew
+    /// again, or was written over in place (as preallocated space is).
+    Rewritten {
+        /// The first offset whose byte changed.
+        offset: u64,
+    },
+}
+
+impl fmt::Display for LogChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LogChange::Shrunk { len, read } => write!(
+                f,
+                "the file shrank to {len} bytes, below the {read} bytes already read"
+            ),
+            LogChange::Replaced => f.write_str("the path now names another file"),
+            LogChange::Removed => f.write_str("the file was removed"),
+            LogChange::Rewritten { offset } => {
+                write!(f, "bytes already read were rewritten, from offset {offset}")
+            }
+        }
+    }
 }
 
 /// What is wrong with a damaged piece of a log.
@@ -79,6 +129,11 @@ pub enum CorruptionKind {
     RecordTooLarge,
     /// The log ends inside a record (reported only by `Recovery::AbsoluteConsistency`).
     TruncatedTail,
+    /// Zero fill from the first byte of a block, with data after it: no writer of
+    /// the format leaves that, so the block's records were lost (a zeroed or
+    /// unwritten block). `Recovery::SkipCorrupted` skips it silently, as LevelDB
+    /// does, and counts it in [`DecodeStats::zeroed_blocks`](crate::DecodeStats::zeroed_blocks).
+    ZeroedBlock,
 }
 
 impl CorruptionKind {
@@ -93,6 +148,7 @@ impl CorruptionKind {
             CorruptionKind::ErrorInMiddleOfRecord => "error in middle of record".into(),
             CorruptionKind::RecordTooLarge => "record too large".into(),
             CorruptionKind::TruncatedTail => "truncated record at end of log".into(),
+            CorruptionKind::ZeroedBlock => "zeroed block followed by data".into(),
         }
     }
 }
@@ -150,7 +206,7 @@ impl Corruption {
         Error::Corruption {
             offset: self.offset,
             bytes: self.bytes,
-            reason: self.kind,
+            kind: self.kind,
         }
     }
 }

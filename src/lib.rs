@@ -52,20 +52,27 @@ pub mod fragment;
 pub mod metadata;
 pub mod physical;
 mod reader;
+mod record_decoder;
 pub mod recordio;
 mod repair;
 pub mod write_batch;
 mod writer;
 
 pub use codec::LogCodec;
-pub use decoder::{DecodeStats, LogDecoder, LogDecoderBuilder, Recovery, DEFAULT_MAX_RECORD_BYTES};
+pub use decoder::{
+    DecodeStats, LogDecoder, LogDecoderBuilder, ParseRecoveryError, Recovery,
+    DEFAULT_MAX_RECORD_BYTES,
+};
 pub use encoder::{LogEncoder, LogEncoderBuilder, LogFormat};
-pub use error::{Corruption, CorruptionKind, Error};
+pub use error::{Corruption, CorruptionKind, Error, LogChange};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 pub use fragment::Dialect;
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
+pub use record_decoder::LogRecordDecoder;
 pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
-pub use repair::{repair_log, repair_log_with_limit, scan_log, scan_log_with_limit, TailScan};
+pub use repair::{repair_log, scan_log, RepairOptions, TailScan};
+#[allow(deprecated)]
+pub use repair::{repair_log_with_limit, scan_log_with_limit};
 pub use writer::{
     AsyncLogWriter, WriterOptions, WriterStats, DEFAULT_IDLE_SPIN, DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_MAX_QUEUED_BYTES,

@@ -25,6 +25,10 @@ use tokio_util::io::poll_read_buf;
 use crate::format::{block_start, Position, BLOCK_SIZE};
 use crate::{Error, LogDecoder, LogDecoderBuilder};
 
+mod guard;
+
+use guard::FileGuard;
+
 /// One record of a log and where it sits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRecord {
@@ -66,6 +70,9 @@ pub struct LogReader<R> {
     read_size: usize,
     follow: Option<Duration>,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// A followed file's guard, and the check it runs after each wait at EOF.
+    guard: Option<FileGuard>,
+    checking: Option<tokio::task::JoinHandle<Result<BytesMut, Error>>>,
     eof: bool,
     done: bool,
 }
@@ -83,6 +90,8 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             read_size: BLOCK_SIZE,
             follow: None,
             sleep: None,
+            guard: None,
+            checking: None,
             eof: false,
             done: false,
         }
@@ -117,6 +126,30 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             if let Some(sleep) = self.sleep.as_mut() {
                 ready!(sleep.as_mut().poll(cx));
                 self.sleep = None;
+                if let Some(guard) = self.guard.as_mut() {
+                    let read_end = self.decoder.offset() + self.buffer.len() as u64;
+                    let check = guard.check(read_end);
+                    self.checking = Some(tokio::task::spawn_blocking(move || check.run()));
+                }
+            }
+            if let Some(checking) = self.checking.as_mut() {
+                let checked = ready!(Pin::new(checking).poll(cx));
+                self.checking = None;
+                match checked {
+                    Ok(Ok(recent)) => {
+                        if let Some(guard) = self.guard.as_mut() {
+                            guard.restore(recent);
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        self.done = true;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                    Err(join) => {
+                        self.done = true;
+                        return Poll::Ready(Some(Err(Error::Io(std::io::Error::other(join)))));
+                    }
+                }
             }
             let decoded = if self.eof {
                 self.decoder.decode_eof(&mut self.buffer)
@@ -131,7 +164,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 Ok(Some(data)) => {
                     let position = self
                         .decoder
-                        .last_record_position()
+                        .last_record()
                         .expect("a returned record has a position");
                     return Poll::Ready(Some(Ok(LogRecord { position, data })));
                 }
@@ -142,7 +175,11 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 return Poll::Ready(None);
             }
             self.buffer.reserve(self.read_size);
+            let before = self.buffer.len();
             let read = ready!(poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buffer));
+            if let (Some(guard), Ok(n)) = (self.guard.as_mut(), &read) {
+                guard.read(&self.buffer[before..before + n]);
+            }
             match read {
                 Err(e) => {
                     self.done = true;
@@ -168,38 +205,123 @@ impl<R: AsyncRead + Unpin> Stream for LogReader<R> {
 }
 
 impl LogReader<tokio::fs::File> {
+    /// Opens the log at `path` and reads all of it with the default decoder
+    /// ([`Recovery::TolerateTail`](crate::Recovery::TolerateTail)).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("000001.log");
+    /// use walcodec::{AsyncLogWriter, LogReader};
+    ///
+    /// let writer = AsyncLogWriter::create(&path).await?;
+    /// writer.append(b"first").await?;
+    /// writer.append(b"second").await?;
+    /// writer.close().await?;
+    ///
+    /// let mut reader = LogReader::open(&path).await?;
+    /// while let Some(record) = reader.next_record().await {
+    ///     let record = record?;
+    ///     println!("{}..{}: {:?}", record.position.start, record.position.end, record.data);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn open(path: impl AsRef<Path>) -> Result<LogReader<tokio::fs::File>, Error> {
+        LogReader::open_at(path, 0, &LogDecoder::builder()).await
+    }
+
     /// Opens the log at `path` and reads the records whose first fragment starts at or
-    /// after `start_offset` (0 for the whole log). The file is positioned at
-    /// [`block_start`]`(start_offset)` for the decoder `builder` builds.
+    /// after `start_offset` (0 for the whole log), with a decoder `builder` builds.
+    /// The file is positioned at [`block_start`]`(start_offset)`; the builder is left
+    /// as it was.
+    ///
+    /// A checkpoint is a record's `position.end`: reading from it resumes with the
+    /// next record, and no record that began before it is reported as damage.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("000001.log");
+    /// use walcodec::{AsyncLogWriter, LogDecoder, LogReader};
+    ///
+    /// let writer = AsyncLogWriter::create(&path).await?;
+    /// let checkpoint = writer.append(b"applied").await?.end;
+    /// writer.append(b"not yet applied").await?;
+    /// writer.close().await?;
+    ///
+    /// let mut reader = LogReader::open_at(&path, checkpoint, &LogDecoder::builder()).await?;
+    /// let next = reader.next_record().await.unwrap()?;
+    /// assert_eq!(next.data, &b"not yet applied"[..]);
+    /// assert!(reader.next_record().await.is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn open_at(
         path: impl AsRef<Path>,
         start_offset: u64,
-        builder: &mut LogDecoderBuilder,
+        builder: &LogDecoderBuilder,
     ) -> Result<LogReader<tokio::fs::File>, Error> {
         let mut file = tokio::fs::File::open(path).await?;
         file.seek(SeekFrom::Start(block_start(start_offset)))
             .await?;
-        Ok(LogReader::new(
-            file,
-            builder.start_offset(start_offset).build(),
-        ))
+        let decoder = builder.clone().start_offset(start_offset).build();
+        Ok(LogReader::new(file, decoder))
     }
 
     /// Opens one split of the log at `path`: the records whose first fragment starts
     /// in `range`. Reading goes past `range.end` only to finish the last record, so
-    /// the splits of any partition of a log yield every record exactly once.
+    /// the splits of any partition of a log yield every record exactly once. The
+    /// builder is left as it was.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("000001.log");
+    /// use walcodec::{split_ranges, AsyncLogWriter, LogDecoder, LogReader};
+    ///
+    /// let writer = AsyncLogWriter::create(&path).await?;
+    /// for i in 0..1000u32 {
+    ///     writer.append_buffered(vec![i as u8; 300]).await?;
+    /// }
+    /// let len = writer.close().await?;
+    ///
+    /// // Four readers, one per split, each could run on its own task.
+    /// let builder = LogDecoder::builder();
+    /// let mut total = 0;
+    /// for range in split_ranges(len, 4) {
+    ///     let mut reader = LogReader::open_range(&path, range, &builder).await?;
+    ///     while let Some(record) = reader.next_record().await {
+    ///         record?;
+    ///         total += 1;
+    ///     }
+    /// }
+    /// assert_eq!(total, 1000);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn open_range(
         path: impl AsRef<Path>,
         range: Range<u64>,
-        builder: &mut LogDecoderBuilder,
+        builder: &LogDecoderBuilder,
     ) -> Result<LogReader<tokio::fs::File>, Error> {
+        let mut builder = builder.clone();
         builder.end_offset(range.end);
-        LogReader::open_at(path, range.start, builder).await
+        LogReader::open_at(path, range.start, &builder).await
     }
 }
 
 /// Cuts `[0, len)` into `parts` contiguous ranges of nearly equal size, for
 /// [`LogReader::open_range`]. Any partition works; this one is simply even.
+///
+/// ```
+/// use walcodec::split_ranges;
+///
+/// assert_eq!(split_ranges(100, 3), [0..33, 33..66, 66..100]);
+/// ```
 pub fn split_ranges(len: u64, parts: usize) -> Vec<Range<u64>> {
     let parts = parts.max(1) as u64;
     (0..parts)
@@ -213,6 +335,17 @@ pub fn split_ranges(len: u64, parts: usize) -> Vec<Range<u64>> {
 /// Partial records at EOF are kept, not dropped or reported: an in-progress write is
 /// never mistaken for damage. The stream ends only on an error or at the decoder's
 /// end offset; drop it to stop following.
+///
+/// A tailer of a file opened by path ([`open`](Self::open), [`open_at`](Self::open_at),
+/// [`follow_file`](Self::follow_file)) checks, each time it has waited at EOF, that
+/// the file is still the one it read: if it shrank below what was read (a repair or
+/// a truncation), if the path now names another file (deleted and recreated), or if
+/// the last block it read now holds other bytes (cut and grown again), it fails with
+/// [`Error::LogChanged`] rather than join the start of an old record to the end of a
+/// new one. A file whose space is preallocated with zeros and filled in place (see
+/// [`WriterOptions::preallocate`](crate::WriterOptions::preallocate)) is rewritten in
+/// that sense, and cannot be followed. A tailer built with [`new`](Self::new) over any
+/// other source has no file to check.
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
@@ -261,18 +394,38 @@ impl<R: AsyncRead + Unpin> LogTailer<R> {
 impl LogTailer<tokio::fs::File> {
     /// Follows the log at `path` from its start.
     pub async fn open(path: impl AsRef<Path>) -> Result<LogTailer<tokio::fs::File>, Error> {
-        LogTailer::open_at(path, 0, &mut LogDecoder::builder()).await
+        LogTailer::open_at(path, 0, &LogDecoder::builder()).await
     }
 
     /// Follows the log at `path` from the first record at or after `start_offset`.
     pub async fn open_at(
         path: impl AsRef<Path>,
         start_offset: u64,
-        builder: &mut LogDecoderBuilder,
+        builder: &LogDecoderBuilder,
     ) -> Result<LogTailer<tokio::fs::File>, Error> {
-        let reader = LogReader::open_at(path, start_offset, builder).await?;
+        let reader = LogReader::open_at(&path, start_offset, builder).await?;
         let (file, decoder) = reader.into_parts();
-        Ok(LogTailer::new(file, decoder))
+        LogTailer::follow_file(file, path, decoder).await
+    }
+
+    /// Follows `file`, opened at `path` and positioned at `decoder.offset()`, with a
+    /// decoder that may already hold part of a record: how a reader that read a log
+    /// to its end goes on following it. The file is watched as [`open`](Self::open)'s
+    /// is; the block before the position is taken as already read.
+    pub async fn follow_file(
+        file: tokio::fs::File,
+        path: impl AsRef<Path>,
+        decoder: LogDecoder,
+    ) -> Result<LogTailer<tokio::fs::File>, Error> {
+        let path = path.as_ref().to_path_buf();
+        let metadata = file.metadata().await?;
+        let read_end = decoder.offset();
+        let guard = tokio::task::spawn_blocking(move || FileGuard::new(path, &metadata, read_end))
+            .await
+            .map_err(|join| Error::Io(std::io::Error::other(join)))??;
+        let mut tailer = LogTailer::new(file, decoder);
+        tailer.reader.guard = Some(guard);
+        Ok(tailer)
     }
 }
 

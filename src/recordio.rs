@@ -89,7 +89,12 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
 
 /// The default bound on a record's size: 8 MiB.
-pub const DEFAULT_MAX_RECORD_BYTES: usize = 8 * 1024 * 1024;
+pub const DEFAULT_MAX_RECORDIO_BYTES: usize = 8 * 1024 * 1024;
+
+/// The old name of [`DEFAULT_MAX_RECORDIO_BYTES`], which clashed with the log
+/// decoder's [`crate::DEFAULT_MAX_RECORD_BYTES`] (64 MiB).
+#[deprecated(note = "renamed `DEFAULT_MAX_RECORDIO_BYTES`")]
+pub const DEFAULT_MAX_RECORD_BYTES: usize = DEFAULT_MAX_RECORDIO_BYTES;
 
 /// The most digits a length may have: `u64::MAX` is 20 digits long.
 pub const MAX_LENGTH_DIGITS: usize = 20;
@@ -104,7 +109,7 @@ const MAX_HEADER_BYTES: usize = MAX_LENGTH_DIGITS + 2;
 /// the default limit get their whole body reserved at once; beyond it, the buffer
 /// grows (by doubling) as the bytes come, so a header alone never commits more than
 /// this.
-const RESERVE_STEP_BYTES: usize = DEFAULT_MAX_RECORD_BYTES;
+const RESERVE_STEP_BYTES: usize = DEFAULT_MAX_RECORDIO_BYTES;
 
 /// Errors of the RecordIO codec.
 ///
@@ -248,7 +253,7 @@ pub struct RecordIoCodecBuilder {
 impl Default for RecordIoCodecBuilder {
     fn default() -> Self {
         RecordIoCodecBuilder {
-            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            max_record_bytes: DEFAULT_MAX_RECORDIO_BYTES,
             lenient: false,
         }
     }
@@ -261,7 +266,7 @@ impl RecordIoCodecBuilder {
     }
 
     /// The largest record the decoder accepts (default
-    /// [`DEFAULT_MAX_RECORD_BYTES`], 8 MiB). A header announcing more is
+    /// [`DEFAULT_MAX_RECORDIO_BYTES`], 8 MiB). A header announcing more is
     /// [`RecordIoError::RecordTooLarge`], before any memory is reserved.
     ///
     /// Once a header passes this check the decoder reserves the body (up to 8 MiB
@@ -639,24 +644,15 @@ impl Decoder for RecordIoCodec {
 
 /// Writes any size: the limit is the reader's to enforce. A record above a peer's
 /// limit (8 MiB by default for this decoder) is one it will refuse.
+///
+/// Records go in as byte slices (`&record[..]` for owned ones): one item type, so
+/// `sink.close()` on a `FramedWrite<_, RecordIoCodec>` needs no type annotation.
 impl Encoder<&[u8]> for RecordIoCodec {
     type Error = RecordIoError;
 
     #[inline]
     fn encode(&mut self, record: &[u8], dst: &mut BytesMut) -> Result<(), RecordIoError> {
         self.encode_record(record, dst);
-        Ok(())
-    }
-}
-
-/// Writes any size: the limit is the reader's to enforce. A record above a peer's
-/// limit (8 MiB by default for this decoder) is one it will refuse.
-impl Encoder<Bytes> for RecordIoCodec {
-    type Error = RecordIoError;
-
-    #[inline]
-    fn encode(&mut self, record: Bytes, dst: &mut BytesMut) -> Result<(), RecordIoError> {
-        self.encode_record(&record, dst);
         Ok(())
     }
 }

@@ -91,17 +91,79 @@ impl TailScan {
 /// # }
 /// ```
 pub async fn scan_log(path: impl AsRef<Path>) -> Result<TailScan, Error> {
-    scan_log_with_limit(path, DEFAULT_MAX_RECORD_BYTES).await
+    RepairOptions::new().scan(path).await
 }
 
 /// [`scan_log`] for logs whose records may exceed the default 64 MiB limit (or should
 /// be held to a smaller one): records up to `max_record_bytes` count as complete.
+#[deprecated(note = "use `RepairOptions::new().max_record_bytes(n).scan(path)`")]
 pub async fn scan_log_with_limit(
     path: impl AsRef<Path>,
     max_record_bytes: usize,
 ) -> Result<TailScan, Error> {
-    let mut file = File::open(path).await?;
-    scan_file(&mut file, max_record_bytes).await
+    RepairOptions::new()
+        .max_record_bytes(max_record_bytes)
+        .scan(path)
+        .await
+}
+
+/// Options for [`scan_log`] and [`repair_log`]: how large a record may be and still
+/// count as complete.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// # let dir = tempfile::tempdir()?;
+/// # let path = dir.path().join("000001.log");
+/// # std::fs::write(&path, b"")?;
+/// use walcodec::RepairOptions;
+///
+/// // A log whose records may reach 256 MiB.
+/// let scan = RepairOptions::new()
+///     .max_record_bytes(256 << 20)
+///     .repair(&path)
+///     .await?;
+/// assert!(!scan.needs_repair());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RepairOptions {
+    max_record_bytes: usize,
+}
+
+impl Default for RepairOptions {
+    fn default() -> Self {
+        RepairOptions {
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+        }
+    }
+}
+
+impl RepairOptions {
+    /// The defaults: records up to [`DEFAULT_MAX_RECORD_BYTES`] (64 MiB).
+    pub fn new() -> RepairOptions {
+        RepairOptions::default()
+    }
+
+    /// The largest record that counts as complete; a larger one is damage.
+    pub fn max_record_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_record_bytes = bytes;
+        self
+    }
+
+    /// [`scan_log`] with these options.
+    pub async fn scan(&self, path: impl AsRef<Path>) -> Result<TailScan, Error> {
+        let mut file = File::open(path).await?;
+        scan_file(&mut file, self.max_record_bytes).await
+    }
+
+    /// [`repair_log`] with these options.
+    pub async fn repair(&self, path: impl AsRef<Path>) -> Result<TailScan, Error> {
+        let mut file = OpenOptions::new().read(true).write(true).open(path).await?;
+        repair_file(&mut file, self.max_record_bytes).await
+    }
 }
 
 /// Scans the log at `path` like [`scan_log`] and, when bytes follow the last complete
@@ -132,16 +194,19 @@ pub async fn scan_log_with_limit(
 /// # }
 /// ```
 pub async fn repair_log(path: impl AsRef<Path>) -> Result<TailScan, Error> {
-    repair_log_with_limit(path, DEFAULT_MAX_RECORD_BYTES).await
+    RepairOptions::new().repair(path).await
 }
 
 /// [`repair_log`] with a record-size limit other than the default 64 MiB.
+#[deprecated(note = "use `RepairOptions::new().max_record_bytes(n).repair(path)`")]
 pub async fn repair_log_with_limit(
     path: impl AsRef<Path>,
     max_record_bytes: usize,
 ) -> Result<TailScan, Error> {
-    let mut file = OpenOptions::new().read(true).write(true).open(path).await?;
-    repair_file(&mut file, max_record_bytes).await
+    RepairOptions::new()
+        .max_record_bytes(max_record_bytes)
+        .repair(path)
+        .await
 }
 
 /// Scans an open log and cuts its tail durably. The file's position afterwards is

@@ -70,7 +70,7 @@ pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(50);
 /// use walcodec::AsyncLogWriter;
 ///
 /// let dir = tempfile::tempdir()?;
-/// let log = AsyncLogWriter::builder()
+/// let log = AsyncLogWriter::options()
 ///     .max_batch_bytes(256 * 1024)
 ///     .min_sync_interval(Duration::from_micros(200))
 ///     .open(dir.path().join("000001.log"))
@@ -88,6 +88,7 @@ pub struct WriterOptions {
     min_sync_interval: Option<Duration>,
     idle_spin: Duration,
     preallocate: u64,
+    max_record_bytes: usize,
     format: crate::LogFormat,
 }
 
@@ -99,6 +100,7 @@ impl Default for WriterOptions {
             min_sync_interval: None,
             idle_spin: DEFAULT_IDLE_SPIN,
             preallocate: 0,
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             format: crate::LogFormat::leveldb(),
         }
     }
@@ -113,7 +115,10 @@ impl WriterOptions {
 
     /// The most bytes one write + sync covers (default 1 MiB; at least 1). Bytes
     /// beyond it wait for the next round; a record larger than the cap is written
-    /// across several rounds and released by the sync that covers its end.
+    /// across several rounds and released by the sync that covers its end. A round
+    /// that cannot take everything queued ends on a 4 KiB boundary of the file (the
+    /// next one, for a cap below 4 KiB), so a crash between rounds cuts the log
+    /// where storage itself could, which readers take for a torn tail.
     pub fn max_batch_bytes(&mut self, bytes: usize) -> &mut Self {
         self.max_batch_bytes = bytes.max(1);
         self
@@ -177,6 +182,16 @@ impl WriterOptions {
         } else {
             bytes.max(crate::BLOCK_SIZE as u64)
         };
+        self
+    }
+
+    /// The largest record an append accepts (default
+    /// [`DEFAULT_MAX_RECORD_BYTES`], 64 MiB): a larger one fails with
+    /// [`Error::RecordTooLarge`] before anything is queued. [`open`](Self::open)
+    /// reads the existing log with the same bound. Keep it at or below what the
+    /// log's readers accept ([`LogDecoderBuilder::max_record_bytes`](crate::LogDecoderBuilder::max_record_bytes)).
+    pub fn max_record_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_record_bytes = bytes;
         self
     }
 
@@ -244,7 +259,7 @@ impl WriterOptions {
                          use create for a new log",
                     )));
                 }
-                let scan = repair_file(&mut file, crate::DEFAULT_MAX_RECORD_BYTES).await?;
+                let scan = repair_file(&mut file, self.max_record_bytes).await?;
                 self.from_file(file, scan.valid_len).await
             }
             Err(e) => Err(e.into()),
@@ -321,6 +336,7 @@ impl WriterOptions {
             max_queued_bytes: self.max_queued_bytes,
             min_sync_interval: self.min_sync_interval,
             preallocate: self.preallocate,
+            max_record_bytes: self.max_record_bytes,
         });
         let flusher = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -417,7 +433,13 @@ impl fmt::Debug for AsyncLogWriter {
 }
 
 impl AsyncLogWriter {
-    /// Configures a writer: see [`WriterOptions`].
+    /// Options to configure a writer, then open it: see [`WriterOptions`].
+    pub fn options() -> WriterOptions {
+        WriterOptions::new()
+    }
+
+    /// Options to configure a writer: see [`WriterOptions`].
+    #[deprecated(note = "renamed `options()`: it returns `WriterOptions`")]
     pub fn builder() -> WriterOptions {
         WriterOptions::new()
     }
@@ -453,7 +475,8 @@ impl AsyncLogWriter {
     /// - [`Error::Poisoned`]: an earlier batch failed; this record was not written.
     /// - [`Error::Closed`]: [`close`](Self::close) was called.
     /// - [`Error::RecordTooLarge`]: the record is larger than
-    ///   [`DEFAULT_MAX_RECORD_BYTES`], which readers refuse.
+    ///   [`WriterOptions::max_record_bytes`] (64 MiB by default, what readers accept
+    ///   by default).
     pub async fn append(&self, record: impl AsRef<[u8]>) -> Result<Position, Error> {
         let mut position = None;
         let done = self
@@ -584,11 +607,11 @@ impl AsyncLogWriter {
         let mut estimate = 0usize;
         for record in records {
             let len = record.as_ref().len();
-            if len > DEFAULT_MAX_RECORD_BYTES {
+            if len > shared.max_record_bytes {
                 return Err(Error::RecordTooLarge {
                     offset: shared.lock().encoder.offset(),
                     size: len as u64,
-                    max: DEFAULT_MAX_RECORD_BYTES,
+                    max: shared.max_record_bytes,
                 });
             }
             estimate = estimate.saturating_add(max_encoded_len(len));
@@ -722,6 +745,7 @@ struct Shared {
     min_sync_interval: Option<Duration>,
     /// Step by which the file is grown ahead of the log; 0 when it is not.
     preallocate: u64,
+    max_record_bytes: usize,
 }
 
 impl Shared {
@@ -898,6 +922,29 @@ impl Drop for ExitGuard {
 
 /// The flusher: one batch at a time, one write + sync in flight, until closing and
 /// drained or a failure.
+/// Where a batch that cannot take all the queued bytes ends: on a page boundary of
+/// the file. A crash between two batches then leaves the log cut where storage
+/// itself can cut a write, which is the only place a reader takes a fragment cut
+/// short by zeros (preallocated space) for a torn tail rather than corruption.
+const BATCH_ALIGN_BYTES: u64 = 4096;
+
+/// How many of the `queued` bytes (the log from `start` on) the next batch takes:
+/// all of them if they fit in `max_batch`, else up to the last page boundary within
+/// `max_batch` (or the first one past `start`, for a cap below a page).
+fn batch_len(start: u64, queued: usize, max_batch: usize) -> usize {
+    if queued <= max_batch {
+        return queued;
+    }
+    let cap_end = start + max_batch as u64;
+    let aligned = cap_end - cap_end % BATCH_ALIGN_BYTES;
+    let end = if aligned > start {
+        aligned
+    } else {
+        (start / BATCH_ALIGN_BYTES + 1) * BATCH_ALIGN_BYTES
+    };
+    ((end - start) as usize).min(queued)
+}
+
 fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated: u64) {
     // Declared before the guard so that, on unwind, the guard poisons the state before
     // these waiters are dropped and their tasks look at it.
@@ -961,8 +1008,8 @@ fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated
 
         // Take the waiters and the bytes under one lock: every waiter taken here ends
         // at or before `batch_end`, so the sync below covers all of its bytes.
-        let n = state.buf.len().min(max_batch);
         let batch_start = state.buf_start;
+        let n = batch_len(batch_start, state.buf.len(), max_batch);
         let batch_end = batch_start + n as u64;
         let covered = state.pending.partition_point(|e| e.end <= batch_end);
         taken.extend(state.pending.drain(..covered));
@@ -1143,5 +1190,28 @@ fn copy_io_error(error: &io::Error) -> io::Error {
     match error.raw_os_error() {
         Some(code) => io::Error::from_raw_os_error(code),
         None => io::Error::new(error.kind(), error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    #[test]
+    fn partial_batches_end_on_a_page() {
+        assert_eq!(batch_len(0, 100, 1 << 20), 100);
+        assert_eq!(batch_len(0, 3 << 20, 1 << 20), 1 << 20);
+        assert_eq!(batch_len(100, 3 << 20, 1 << 20), (1 << 20) - 100);
+        // A cap below a page: up to the next page boundary.
+        assert_eq!(batch_len(100, 10_000, 1), 4096 - 100);
+        assert_eq!(batch_len(4096, 10_000, 1), 4096);
+        assert_eq!(batch_len(4000, 50, 1), 50);
+        for start in [0u64, 7, 4095, 4096, 123_457] {
+            for cap in [1usize, 1000, 4096, 5000, 1 << 20] {
+                let n = batch_len(start, 10 << 20, cap);
+                assert!(n > 0);
+                assert_eq!((start + n as u64) % BATCH_ALIGN_BYTES, 0, "{start} {cap}");
+            }
+        }
     }
 }

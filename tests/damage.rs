@@ -134,21 +134,28 @@ fn every_truncation_is_a_clean_end_at_the_last_complete_record() {
     }
 }
 
+/// Storage persists whole sectors: a write cut short by a crash ends at a multiple
+/// of this.
+const SECTOR: usize = 512;
+
+/// The fragment whose bytes (header included) hold offset `at`, as `(start, end)`.
+fn fragment_holding(log: &Log, at: usize) -> Option<(usize, usize)> {
+    log.headers.iter().find_map(|&h| {
+        let len = u16::from_le_bytes([log.bytes[h + 4], log.bytes[h + 5]]) as usize;
+        let end = h + HEADER_SIZE + len;
+        (h < at && at < end).then_some((h, end))
+    })
+}
+
 /// What a crash leaves in a file preallocated with zeros: the bytes written so far,
-/// then zeros (here to a block past the end). Whatever the cut, the log reads as its
-/// complete records then a clean end, under `TolerateTail`.
+/// then zeros (here to a block past the end). A write stops at a sector boundary, so
+/// a cut there, wherever it falls, reads as the complete records then a clean end,
+/// under `TolerateTail`.
 #[test]
-fn every_write_cut_short_in_zero_filled_space_is_a_clean_end() {
+fn every_write_cut_short_at_a_sector_in_zero_filled_space_is_a_clean_end() {
     let log = build();
     let padded_len = (log.bytes.len() / BLOCK_SIZE + 2) * BLOCK_SIZE;
-    let mut cut_points: BTreeSet<usize> = (0..=log.bytes.len()).step_by(11).collect();
-    for &header in &log.headers {
-        cut_points.extend(header..=(header + HEADER_SIZE + 1).min(log.bytes.len()));
-    }
-    for p in &log.positions {
-        cut_points.extend([p.end as usize - 1, p.end as usize]);
-    }
-    for len in cut_points {
+    for len in (0..=log.bytes.len()).step_by(SECTOR) {
         let mut bytes = log.bytes[..len].to_vec();
         bytes.resize(padded_len, 0);
         let complete: Vec<usize> = (0..log.records.len())
@@ -164,7 +171,64 @@ fn every_write_cut_short_in_zero_filled_space_is_a_clean_end() {
     }
 }
 
-/// The same cut with anything but zeros after the cut fragment is damage, reported
+/// A fragment cut short by zeros that do not begin at a sector boundary is not what
+/// a crash leaves: it fails its checksum and is reported as the checksum mismatch it
+/// is, even though zeros run from it to EOF (a corrupt last record whose final
+/// byte is 0x00 must not pass for a torn tail). Cut at a sector boundary inside the
+/// same fragment, it is a torn tail.
+#[test]
+fn a_fragment_cut_off_a_sector_boundary_is_damage() {
+    let log = build();
+    let padded_len = (log.bytes.len() / BLOCK_SIZE + 2) * BLOCK_SIZE;
+    let mut checked = [0usize; 2];
+    for len in (1..log.bytes.len()).step_by(7) {
+        // Cuts inside a payload, just after a non-zero byte, so the zeros begin
+        // exactly at the cut.
+        let Some((start, end)) = fragment_holding(&log, len) else {
+            continue;
+        };
+        if len < start + HEADER_SIZE || log.bytes[len - 1] == 0 {
+            continue;
+        }
+        let mut bytes = log.bytes[..len].to_vec();
+        bytes.resize(padded_len, 0);
+        let torn = len.next_multiple_of(SECTOR) < end;
+        checked[torn as usize] += 1;
+        let out = decode(&bytes, Recovery::TolerateTail);
+        if torn {
+            assert!(out.error.is_none(), "cut at {len}: {:?}", out.error);
+            assert!(out.torn, "cut at {len}");
+        } else {
+            match &out.error {
+                Some(Error::Corruption { offset, kind, .. }) => {
+                    assert_eq!(*offset, start as u64, "cut at {len}");
+                    assert_eq!(kind.to_string(), "checksum mismatch", "cut at {len}");
+                }
+                other => panic!("cut at {len}: {other:?}"),
+            }
+            let strict = decode(&bytes, Recovery::AbsoluteConsistency);
+            assert!(
+                matches!(
+                    strict.error,
+                    Some(Error::Corruption {
+                        kind: walcodec::CorruptionKind::ChecksumMismatch,
+                        ..
+                    })
+                ),
+                "cut at {len}: {:?}",
+                strict.error
+            );
+        }
+        // Either way, only records that were written, and every complete one.
+        let complete = (0..log.records.len())
+            .filter(|&i| log.positions[i].end as usize <= len)
+            .count();
+        assert_eq!(out.records.len(), complete, "cut at {len}");
+    }
+    assert!(checked[0] > 100 && checked[1] > 100, "{checked:?}");
+}
+
+/// A sector cut with anything but zeros after the cut fragment is damage, reported
 /// at that fragment, not a torn tail. (Inside the fragment, data after a hole is
 /// still the one unfinished write.)
 #[test]
@@ -178,9 +242,14 @@ fn a_cut_fragment_followed_by_data_is_damage() {
             continue;
         }
         let start = p.start as usize;
-        let cut = start + HEADER_SIZE + 2;
         let fragment_len = u16::from_le_bytes([log.bytes[start + 4], log.bytes[start + 5]]);
         let fragment_end = start + HEADER_SIZE + fragment_len as usize;
+        // A cut at a sector boundary, the shape a torn write has, were it not for
+        // the data after it.
+        let cut = (start + HEADER_SIZE + 1).next_multiple_of(SECTOR);
+        if cut >= fragment_end {
+            continue;
+        }
         // Just past the cut fragment (a header or trailer there), and far past it.
         for stray in [fragment_end, padded_len - 1] {
             let mut bytes = log.bytes[..cut].to_vec();

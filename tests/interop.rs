@@ -103,7 +103,7 @@ fn read_chunked(log: &[u8], seed: u64, max_chunk: usize) -> Read {
             match item {
                 Ok(record) => {
                     records.push(record);
-                    positions.push(framed.decoder().last_record_position().unwrap());
+                    positions.push(framed.decoder().last_record().unwrap());
                 }
                 Err(e) => error = Some(e.to_string()),
             }
@@ -129,11 +129,9 @@ fn write_chunked(records: &[Vec<u8>], seed: u64, max_chunk: usize) -> Vec<u8> {
     let mut sink = FramedWrite::new(ChunkedWriter::new(seed, max_chunk), LogEncoder::new());
     futures::executor::block_on(async {
         for record in records {
-            sink.send(Bytes::copy_from_slice(record))
-                .await
-                .expect("write");
+            sink.send(&record[..]).await.expect("write");
         }
-        SinkExt::<Bytes>::close(&mut sink).await.expect("close");
+        sink.close().await.expect("close");
     });
     sink.into_inner().written
 }

@@ -98,8 +98,8 @@ async fn read(log: &[u8], recovery: Recovery) -> Outcome {
                     .expect("every record returned was written");
                 returned.push(index);
             }
-            Err(Error::Corruption { offset, reason, .. }) => {
-                end = End::Failed(offset, reason.to_string())
+            Err(Error::Corruption { offset, kind, .. }) => {
+                end = End::Failed(offset, kind.to_string())
             }
             Err(Error::RecordTooLarge { offset, .. }) => end = End::TooLarge(offset),
             Err(e) => panic!("unexpected error {e}"),

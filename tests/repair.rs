@@ -161,17 +161,20 @@ async fn trailing_zeros_are_cut() {
 /// follows it: a torn tail, cut like any other.
 #[tokio::test]
 async fn a_write_cut_short_in_preallocated_space_is_a_torn_tail() {
-    let records = vec![record(1, 100), record(2, 3000), record(3, BLOCK_SIZE + 100)];
+    // Record 2's header straddles a sector boundary (it starts at 507).
+    let records = vec![record(1, 500), record(2, 3000), record(3, BLOCK_SIZE + 100)];
     let (log, positions) = encode(&records);
-    assert!(positions[2].start < BLOCK && positions[2].end > BLOCK + 7 + 50);
+    assert_eq!(positions[1].start, 507);
+    assert!(positions[2].start < BLOCK && positions[2].end > BLOCK + 7 + 512);
+    let sector_after = |at: u64| at.next_multiple_of(512) as usize;
     let file_len = 3 * BLOCK as usize;
+    // A write stops at a sector boundary: inside record 2's payload, inside record
+    // 3's FIRST and LAST fragments, and inside record 2's header.
     for (cut, kept) in [
-        // Inside record 2's payload, inside record 3's FIRST and LAST fragments, and
-        // inside a header.
-        (positions[1].start as usize + 7 + 1000, 1),
-        (positions[2].start as usize + 7 + 5, 2),
-        (BLOCK as usize + 7 + 50, 2),
-        (positions[1].start as usize + 5, 1),
+        (sector_after(positions[1].start + 7 + 1000), 1),
+        (sector_after(positions[2].start + 7), 2),
+        (sector_after(BLOCK + 7 + 1), 2),
+        (512, 1),
     ] {
         let mut file = log[..cut].to_vec();
         file.resize(file_len, 0);
@@ -183,6 +186,34 @@ async fn a_write_cut_short_in_preallocated_space_is_a_torn_tail() {
             true,
         )
         .await;
+    }
+}
+
+/// A corrupt last record whose final byte is zero, followed by zeros to EOF, is not
+/// a torn write (its zeros do not begin at a sector boundary): scanning, repair and
+/// reopening refuse it rather than cut it silently.
+#[tokio::test]
+async fn a_corrupt_last_record_ending_in_zero_is_not_cut() {
+    let records: Vec<Vec<u8>> = (0..11).map(|i| record(i, 100 + i as usize)).collect();
+    let (mut log, positions) = encode(&records);
+    let last = positions[10];
+    log[last.end as usize - 1] = 0;
+    log[(last.start + last.end) as usize / 2] ^= 0x10;
+    for padding in [0, 4096] {
+        let mut bytes = log.clone();
+        bytes.resize(log.len() + padding, 0);
+        let file = log_file(&bytes);
+        for result in [scan_log(&file.path).await, repair_log(&file.path).await] {
+            match result {
+                Err(Error::Corruption { offset, kind, .. }) => {
+                    assert_eq!(offset, last.start);
+                    assert_eq!(kind, CorruptionKind::ChecksumMismatch);
+                }
+                other => panic!("padding {padding}: {other:?}"),
+            }
+        }
+        assert_eq!(std::fs::read(&file.path).unwrap(), bytes, "left as it was");
+        assert!(AsyncLogWriter::open(&file.path).await.is_err());
     }
 }
 
@@ -306,7 +337,7 @@ async fn mid_log_corruption_is_refused() {
     ] {
         let file = log_file(&bytes);
         match scan_log(&file.path).await {
-            Err(Error::Corruption { reason, .. }) => assert_eq!(reason, kind, "{name}"),
+            Err(Error::Corruption { kind: got, .. }) => assert_eq!(got, kind, "{name}"),
             other => panic!("{name}: expected corruption, got {other:?}"),
         }
         assert!(matches!(
@@ -380,14 +411,29 @@ async fn scan_and_repair_take_a_record_limit() {
     let (log, _) = encode(&[record(1, 100), record(2, 3 * BLOCK_SIZE)]);
     std::fs::write(&path, &log).unwrap();
     assert!(!walcodec::scan_log(&path).await.unwrap().needs_repair());
-    let refused = walcodec::repair_log_with_limit(&path, BLOCK_SIZE).await;
+    let refused = walcodec::RepairOptions::new()
+        .max_record_bytes(BLOCK_SIZE)
+        .repair(&path)
+        .await;
     assert!(
         matches!(refused, Err(Error::RecordTooLarge { .. })),
         "{refused:?}"
     );
     assert_eq!(std::fs::read(&path).unwrap(), log);
-    let scan = walcodec::scan_log_with_limit(&path, 4 * BLOCK_SIZE)
+    let scan = walcodec::RepairOptions::new()
+        .max_record_bytes(4 * BLOCK_SIZE)
+        .scan(&path)
         .await
         .unwrap();
+    assert_eq!(scan.valid_len, log.len() as u64);
+    // The deprecated functions say the same.
+    #[allow(deprecated)]
+    let old = walcodec::scan_log_with_limit(&path, 4 * BLOCK_SIZE)
+        .await
+        .unwrap();
+    assert_eq!(old, scan);
+    #[allow(deprecated)]
+    let old = walcodec::repair_log_with_limit(&path, BLOCK_SIZE).await;
+    assert!(matches!(old, Err(Error::RecordTooLarge { .. })));
     assert_eq!(scan.valid_len, log.len() as u64);
 }

@@ -333,7 +333,7 @@ async fn the_async_writer_writes_rocksdb_formats() {
         let vector = VECTORS.iter().find(|v| v.name == *name).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000012.log");
-        let writer = walcodec::AsyncLogWriter::builder()
+        let writer = walcodec::AsyncLogWriter::options()
             .format(format_of(vector))
             .create(&path)
             .await
@@ -457,7 +457,7 @@ async fn opening_an_existing_rocksdb_log_leaves_it_alone() {
     let path = dir.path().join("000014.log");
     let original = fs::read(data_path("recycle/000014.log")).unwrap();
     fs::write(&path, &original).unwrap();
-    let result = walcodec::AsyncLogWriter::builder()
+    let result = walcodec::AsyncLogWriter::options()
         .format(LogFormat::leveldb().recyclable(14))
         .open(&path)
         .await;
@@ -468,7 +468,7 @@ async fn opening_an_existing_rocksdb_log_leaves_it_alone() {
     assert!(fs::read(&path).unwrap() == original);
     // A new (empty) file opens.
     let fresh = dir.path().join("000015.log");
-    let writer = walcodec::AsyncLogWriter::builder()
+    let writer = walcodec::AsyncLogWriter::options()
         .format(LogFormat::leveldb().recyclable(15))
         .open(&fresh)
         .await

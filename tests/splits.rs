@@ -122,7 +122,7 @@ async fn concurrent_splits_of_a_file_match_a_sequential_read() {
         .map(|range| {
             let path = path.clone();
             tokio::spawn(async move {
-                let mut reader = LogReader::open_range(&path, range, &mut LogDecoder::builder())
+                let mut reader = LogReader::open_range(&path, range, &LogDecoder::builder())
                     .await
                     .unwrap();
                 let mut starts = Vec::new();

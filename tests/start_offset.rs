@@ -49,7 +49,10 @@ async fn read_from(log: &[u8], start: u64) -> (Vec<(usize, u64, u8)>, Vec<Corrup
     let mut records = Vec::new();
     while let Some(record) = reader.next_record().await {
         let record = record.expect("no error from a clean log");
-        assert_eq!(reader.decoder().last_record_offset(), record.position.start);
+        assert_eq!(
+            reader.decoder().last_record().unwrap().start,
+            record.position.start
+        );
         records.push((record.data.len(), record.position.start, record.data[0]));
     }
     let reports = reports.lock().unwrap().clone();

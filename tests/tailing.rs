@@ -86,7 +86,7 @@ async fn follow_while_written(seed: u64, recovery: Recovery) {
     builder
         .recovery(recovery)
         .on_corruption(move |c| sink.lock().unwrap().push(c.to_string()));
-    let mut tail = LogTailer::open_at(&path, 0, &mut builder)
+    let mut tail = LogTailer::open_at(&path, 0, &builder)
         .await
         .unwrap()
         .with_poll_interval(Duration::from_millis(1));

@@ -18,13 +18,14 @@ use tokio_util::codec::Encoder;
 use walcodec::RecordIoCodec;
 
 use crate::common::{
-    finish, hex_into, open_reader, progress_bar, read_status, stdout, Failure, Limits, RecoveryArg,
-    Status,
+    finish, finish_reader, hex_into, open_reader, read_status, stdout, Failure, Limits,
+    RecoveryArg, Status,
 };
+use crate::input::input_name;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The log file.
+    /// The log file; `-` reads stdin.
     file: PathBuf,
     /// How the payloads are framed on stdout.
     #[arg(long, value_enum, default_value_t = To::Raw)]
@@ -50,8 +51,7 @@ enum To {
 }
 
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
-    let (mut reader, len) = open_reader(&args.file, args.recovery, args.start, limits).await?;
-    let progress = progress_bar(len);
+    let mut reader = open_reader(&args.file, args.recovery, args.start, limits)?;
     let mut out = stdout();
     let mut line = Vec::new();
     let mut framed = BytesMut::new();
@@ -72,7 +72,7 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
                     finish(out)?;
                     return Err(Failure::new(format!(
                         "{}: the record at offset {} holds a newline: use --to hex",
-                        args.file.display(),
+                        input_name(&args.file),
                         record.position.start
                     )));
                 }
@@ -93,13 +93,8 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
                 out.write_all(&framed)?;
             }
         }
-        if let Some(bar) = &progress {
-            bar.set_position(record.position.end);
-        }
-    }
-    if let Some(bar) = progress {
-        bar.finish_and_clear();
     }
     finish(out)?;
-    read_status(&args.file, reader.decoder(), error)
+    let (name, decoder) = finish_reader(reader);
+    read_status(&name, &decoder, error)
 }

@@ -1,17 +1,17 @@
-//! What the subcommands share: exit status, errors, record formatting, opening a log
-//! for reading, and the progress bar.
+//! What the subcommands share: exit status, errors, record formatting, and opening a
+//! log for a record-by-record read.
 
 use std::fmt;
-use std::io::{self, IsTerminal, SeekFrom, Write};
+use std::io::{self, Write};
 use std::path::Path;
 
 use clap::ValueEnum;
-use indicatif::{ProgressBar, ProgressStyle};
-use tokio::io::AsyncSeekExt;
 use walcodec::{
     block_start, Corruption, CorruptionKind, LogDecoder, LogReader, Recovery,
     DEFAULT_MAX_RECORD_BYTES,
 };
+
+use crate::input::{BlockingReader, Input, InputEnd};
 
 /// What a command found in a log; maps to the exit status documented in `--help`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -64,9 +64,14 @@ impl Failure {
         }
     }
 
-    /// An I/O error on `path`.
+    /// An I/O error on `path` (`-` is stdin).
     pub(crate) fn io(path: &Path, error: io::Error) -> Failure {
-        Failure::new(format!("{}: {}", path.display(), io_message(&error)))
+        Failure::named(&crate::input::input_name(path), error)
+    }
+
+    /// An I/O error on the input or output that messages call `name`.
+    pub(crate) fn named(name: &str, error: io::Error) -> Failure {
+        Failure::new(format!("{name}: {}", io_message(&error)))
     }
 
     /// An error of the library while reading or writing `path`.
@@ -100,7 +105,7 @@ impl fmt::Display for Failure {
 }
 
 /// The error text without Rust's " (os error N)" suffix, which users do not need.
-fn io_message(error: &io::Error) -> String {
+pub(crate) fn io_message(error: &io::Error) -> String {
     let text = error.to_string();
     match text.find(" (os error") {
         Some(cut) => text[..cut].to_string(),
@@ -115,6 +120,11 @@ pub(crate) struct Limits {
     /// ("record too large"); it bounds the memory a damaged or hostile log can take.
     #[arg(long, global = true, value_name = "BYTES", default_value_t = DEFAULT_MAX_RECORD_BYTES)]
     pub(crate) max_record_bytes: usize,
+    /// Stop reading the input at this offset. A regular file is read up to the length
+    /// it had when opened and a pipe or `-` (stdin) until it is closed; a character
+    /// device such as /dev/zero may never end, so it is read only with this bound.
+    #[arg(long, global = true, value_name = "BYTES")]
+    pub(crate) max_input_bytes: Option<u64>,
 }
 
 /// How a reading command treats damage (RocksDB's WAL recovery modes).
@@ -187,12 +197,12 @@ pub(crate) fn parse_hex(line: &[u8]) -> Option<Vec<u8>> {
 /// A decoder in `recovery` mode for the records at or after `start`, that prints
 /// each piece of damage on stderr as it is found, prefixed with the file name.
 pub(crate) fn stderr_decoder(
-    path: &Path,
+    name: &str,
     recovery: RecoveryArg,
     start: u64,
     limits: Limits,
 ) -> LogDecoder {
-    let name = path.display().to_string();
+    let name = name.to_string();
     LogDecoder::builder()
         .recovery(recovery.into())
         .start_offset(start)
@@ -201,10 +211,11 @@ pub(crate) fn stderr_decoder(
         .build()
 }
 
-/// The status of a read of `path` by `decoder`, which ended cleanly or with `error`.
-/// Damage that ended the read is printed on stderr; an I/O error is a failure.
+/// The status of a read of the input `name` by `decoder`, which ended cleanly or with
+/// `error`. Damage that ended the read is printed on stderr; an I/O error is a
+/// failure.
 pub(crate) fn read_status(
-    path: &Path,
+    name: &str,
     decoder: &LogDecoder,
     error: Option<walcodec::Error>,
 ) -> Result<Status, Failure> {
@@ -213,13 +224,13 @@ pub(crate) fn read_status(
             decoder.stats().corruptions,
             decoder.has_incomplete_tail(),
         )),
-        Some(walcodec::Error::Io(e)) => Err(Failure::io(path, e)),
+        Some(walcodec::Error::Io(e)) => Err(Failure::named(name, e)),
         Some(error) => {
-            eprintln!("walcodec: {}: {error}", path.display());
+            eprintln!("walcodec: {name}: {error}");
             let torn = matches!(
                 error,
                 walcodec::Error::Corruption {
-                    reason: CorruptionKind::TruncatedTail,
+                    kind: CorruptionKind::TruncatedTail,
                     ..
                 }
             );
@@ -232,49 +243,52 @@ pub(crate) fn read_status(
     }
 }
 
-/// Opens `path` for a read of the records at or after `start`; also gives the file's
-/// length, for a progress bar.
-pub(crate) async fn open_reader(
+/// Opens `path` (`-` for stdin) for a read of the records at or after `start`, up to
+/// where `Input` says the read ends.
+pub(crate) fn open_reader(
     path: &Path,
     recovery: RecoveryArg,
     start: u64,
     limits: Limits,
-) -> Result<(LogReader<tokio::fs::File>, u64), Failure> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| Failure::io(path, e))?
-        .len();
-    let mut file = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| Failure::io(path, e))?;
-    file.seek(SeekFrom::Start(block_start(start)))
-        .await
-        .map_err(|e| Failure::io(path, e))?;
-    // Large reads: each read of a tokio file is a round trip to a blocking thread.
-    let decoder = stderr_decoder(path, recovery, start, limits);
-    Ok((LogReader::new(file, decoder).with_read_size(READ_SIZE), len))
+) -> Result<LogReader<BlockingReader>, Failure> {
+    let mut input = Input::open(path, limits)?;
+    input.skip_to(block_start(start))?;
+    let decoder = stderr_decoder(input.name(), recovery, start, limits);
+    Ok(LogReader::new(BlockingReader(input), decoder).with_read_size(READ_SIZE))
+}
+
+/// Ends the read of a reader from `open_reader`: says on stderr when it stopped at
+/// `--max-input-bytes` or the file changed meanwhile, and gives the decoder back.
+pub(crate) fn finish_reader(reader: LogReader<BlockingReader>) -> (String, LogDecoder) {
+    let (BlockingReader(mut input), decoder) = reader.into_parts();
+    let end = input.finish();
+    for note in input_notes(&end) {
+        eprintln!("walcodec: {}: {note}", input.name());
+    }
+    (input.name().to_string(), decoder)
+}
+
+/// Sentences about how a read ended, for a command's output or stderr: nothing for
+/// a read of a whole input that did not change.
+pub(crate) fn input_notes(end: &InputEnd) -> Vec<String> {
+    let mut notes = Vec::new();
+    if end.capped {
+        notes.push(format!(
+            "stopped at --max-input-bytes {}: the input may go on, and a record cut there reads as a torn tail",
+            end.read_to
+        ));
+    }
+    if let Some(change) = end.change {
+        notes.push(format!(
+            "the file changed while it was read (a live log: {} bytes at the start, {} at the end); this result is for the first {} bytes as they were read, and damage near where a writer was writing may be its work in progress",
+            change.len_at_open, change.len_at_end, end.read_to
+        ));
+    }
+    notes
 }
 
 /// Bytes read at a time from a log file (a multiple of the block size).
 pub(crate) const READ_SIZE: usize = 32 * walcodec::BLOCK_SIZE;
-
-/// Files smaller than this are read without a progress bar: they take no time.
-const PROGRESS_MIN_BYTES: u64 = 16 << 20;
-
-/// A progress bar on stderr over `total` bytes, only when stderr is a terminal and
-/// the file is large enough for the bar to be seen: piped output stays clean.
-pub(crate) fn progress_bar(total: u64) -> Option<ProgressBar> {
-    if total < PROGRESS_MIN_BYTES || !io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{bar:40} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
-        )
-        .expect("a valid template"),
-    );
-    Some(bar)
-}
 
 /// A buffered stdout that is flushed (and its error reported) by `finish`.
 pub(crate) fn stdout() -> io::BufWriter<io::StdoutLock<'static>> {

@@ -9,6 +9,11 @@
 //! `OFFSET` is where the record's first header starts, `END` just past its last byte
 //! (a checkpoint: `--start END` resumes after it). Damage goes to stderr as
 //! `walcodec: FILE: offset N: dropping B bytes; reason`.
+//!
+//! `--max-bytes N` prints only the first N bytes of each payload; `LEN` stays the
+//! record's length. A shortened payload ends with `…(+K bytes)` in text and hex (the
+//! escaping never produces `…`, so the marker cannot be payload), and JSON lines get
+//! `"omitted":K` (present on every line when --max-bytes is given).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,13 +22,13 @@ use clap::ValueEnum;
 use walcodec::LogRecord;
 
 use crate::common::{
-    escape_into, finish, hex_into, open_reader, read_status, stdout, Failure, Limits, RecoveryArg,
-    Status,
+    escape_into, finish, finish_reader, hex_into, open_reader, read_status, stdout, Failure,
+    Limits, RecoveryArg, Status,
 };
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The log file.
+    /// The log file; `-` reads stdin.
     file: PathBuf,
     /// How each record is printed.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -38,6 +43,9 @@ pub(crate) struct Args {
     /// What to do with damage.
     #[arg(long, value_enum, value_name = "MODE", default_value_t = RecoveryArg::SkipCorrupted)]
     recovery: RecoveryArg,
+    /// Print at most N bytes of each payload, then `…(+K bytes)` (JSON: "omitted":K).
+    #[arg(long, value_name = "N", conflicts_with = "physical")]
+    max_bytes: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -50,26 +58,41 @@ pub(crate) enum Format {
     Json,
 }
 
-/// Formats one record as a line of `format` (with its newline).
-pub(crate) fn format_record(record: &LogRecord, format: Format, line: &mut Vec<u8>) {
+/// Formats one record as a line of `format` (with its newline), its payload cut to
+/// `max_bytes` when given.
+pub(crate) fn format_record(
+    record: &LogRecord,
+    format: Format,
+    max_bytes: Option<usize>,
+    line: &mut Vec<u8>,
+) {
     let start = record.position.start;
     let len = record.data.len();
+    let shown = &record.data[..max_bytes.map_or(len, |max| max.min(len))];
+    let omitted = len - shown.len();
     match format {
-        Format::Text => {
+        Format::Text | Format::Hex => {
             line.extend_from_slice(format!("{start} {len} ").as_bytes());
-            escape_into(&record.data, line);
-        }
-        Format::Hex => {
-            line.extend_from_slice(format!("{start} {len} ").as_bytes());
-            hex_into(&record.data, line);
+            if format == Format::Text {
+                escape_into(shown, line);
+            } else {
+                hex_into(shown, line);
+            }
+            if omitted > 0 {
+                line.extend_from_slice(format!("…(+{omitted} bytes)").as_bytes());
+            }
         }
         Format::Json => {
             let end = record.position.end;
             line.extend_from_slice(
                 format!("{{\"offset\":{start},\"end\":{end},\"len\":{len},\"data\":\"").as_bytes(),
             );
-            hex_into(&record.data, line);
-            line.extend_from_slice(b"\"}");
+            hex_into(shown, line);
+            line.push(b'"');
+            if max_bytes.is_some() {
+                line.extend_from_slice(format!(",\"omitted\":{omitted}").as_bytes());
+            }
+            line.push(b'}');
         }
     }
     line.push(b'\n');
@@ -79,8 +102,7 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     if args.physical {
         return crate::physical::dump(&args.file, args.start, limits);
     }
-    let (mut reader, len) = open_reader(&args.file, args.recovery, args.start, limits).await?;
-    let progress = crate::common::progress_bar(len);
+    let mut reader = open_reader(&args.file, args.recovery, args.start, limits)?;
     let mut out = stdout();
     let mut line = Vec::new();
     let mut error = None;
@@ -88,20 +110,15 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         match record {
             Ok(record) => {
                 line.clear();
-                format_record(&record, args.format, &mut line);
+                format_record(&record, args.format, args.max_bytes, &mut line);
                 out.write_all(&line)?;
-                if let Some(bar) = &progress {
-                    bar.set_position(record.position.end);
-                }
             }
             Err(e) => error = Some(e),
         }
     }
-    if let Some(bar) = progress {
-        bar.finish_and_clear();
-    }
     finish(out)?;
-    read_status(&args.file, reader.decoder(), error)
+    let (name, decoder) = finish_reader(reader);
+    read_status(&name, &decoder, error)
 }
 
 #[cfg(test)]
@@ -111,12 +128,16 @@ mod tests {
     use walcodec::Position;
 
     fn line(data: &'static [u8], format: Format) -> String {
+        shortened(data, format, None)
+    }
+
+    fn shortened(data: &'static [u8], format: Format, max_bytes: Option<usize>) -> String {
         let record = LogRecord {
             position: Position { start: 7, end: 17 },
             data: Bytes::from_static(data),
         };
         let mut out = Vec::new();
-        format_record(&record, format, &mut out);
+        format_record(&record, format, max_bytes, &mut out);
         String::from_utf8(out).unwrap()
     }
 
@@ -129,5 +150,26 @@ mod tests {
             "{\"offset\":7,\"end\":17,\"len\":3,\"data\":\"610022\"}\n"
         );
         assert_eq!(line(b"", Format::Text), "7 0 \n");
+    }
+
+    #[test]
+    fn max_bytes_shortens_payloads_and_says_how_much_is_left_out() {
+        let text = |max| shortened(b"a\x00\"b", Format::Text, Some(max));
+        assert_eq!(text(2), "7 4 a\\x00…(+2 bytes)\n");
+        assert_eq!(text(0), "7 4 …(+4 bytes)\n");
+        assert_eq!(text(4), "7 4 a\\x00\"b\n");
+        assert_eq!(text(9), "7 4 a\\x00\"b\n");
+        assert_eq!(
+            shortened(b"a\x00\"b", Format::Hex, Some(1)),
+            "7 4 61…(+3 bytes)\n"
+        );
+        assert_eq!(
+            shortened(b"a\x00\"b", Format::Json, Some(1)),
+            "{\"offset\":7,\"end\":17,\"len\":4,\"data\":\"61\",\"omitted\":3}\n"
+        );
+        assert_eq!(
+            shortened(b"a", Format::Json, Some(1)),
+            "{\"offset\":7,\"end\":17,\"len\":1,\"data\":\"61\",\"omitted\":0}\n"
+        );
     }
 }

@@ -1,34 +1,47 @@
 //! `walcodec`: inspect, verify, repair and convert LevelDB / RocksDB log files (the
 //! write-ahead log and MANIFEST framing).
 //!
-//! One module per subcommand; `common` holds the exit status, errors, output
-//! formatting and the progress bar, `scan` the single pass that `verify`, `stat` and
-//! `dump --physical` make over a file.
+//! One module per subcommand; `common` holds the exit status, errors and output
+//! formatting, `input` where a command's bytes come from (a file up to its length at
+//! open, stdin, a pipe, a device) and the progress bar, `scan` the single pass that
+//! `verify`, `stat` and `dump --physical` make over it, `verdict` the words `verify`
+//! and `stat` share about a log's tail and result, `json` their JSON output.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod cat;
-mod common;
-mod dump;
-mod physical;
-mod repair;
-mod scan;
-mod stat;
-mod tail;
-mod verify;
-mod write;
-
-use common::{Failure, Limits, Status};
-
-const EXIT_STATUS: &str = "\
+/// The exit status table, as a literal so that subcommands can append it to their
+/// own help with `concat!`.
+macro_rules! exit_status {
+    () => {
+        "\
 Exit status:
   0  success; the log is clean
   1  the log is corrupt: records or bytes were dropped
   2  usage or I/O error (nothing was judged)
   3  the log is intact but its tail is torn: its last record was cut short,
-     as a writer that died mid-write leaves it (`walcodec repair` truncates it)";
+     as a writer that died mid-write leaves it (`walcodec repair` truncates it)"
+    };
+}
+
+mod cat;
+mod common;
+mod dump;
+mod input;
+mod json;
+mod physical;
+mod repair;
+mod scan;
+mod stat;
+mod tail;
+mod verdict;
+mod verify;
+mod write;
+
+use common::{Failure, Limits, Status};
+
+const EXIT_STATUS: &str = exit_status!();
 
 /// Inspect, verify, repair and convert LevelDB / RocksDB log files.
 #[derive(Debug, Parser)]
@@ -46,10 +59,10 @@ enum Command {
     #[command(after_help = EXIT_STATUS)]
     Dump(dump::Args),
     /// Read the whole log, print each corruption LevelDB-style and a summary.
-    #[command(after_help = EXIT_STATUS)]
+    #[command(after_help = verify::AFTER_HELP)]
     Verify(verify::Args),
     /// Count records, blocks, fragments, trailers and damage; record-size histogram.
-    #[command(after_help = EXIT_STATUS)]
+    #[command(after_help = stat::AFTER_HELP)]
     Stat(stat::Args),
     /// Truncate a torn tail (durably), or with --salvage copy every readable record
     /// into a new, clean log.

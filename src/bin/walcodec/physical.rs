@@ -17,7 +17,8 @@ use std::path::Path;
 use walcodec::physical::Chunk;
 use walcodec::{RecordType, BLOCK_SIZE, HEADER_SIZE};
 
-use crate::common::{finish, stdout, Failure, Limits, Status};
+use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
+use crate::input::Input;
 use crate::scan::{scan, Visitor};
 
 /// The name of a fragment type, as in `chunks.txt`.
@@ -155,14 +156,19 @@ impl<W: Write> Visitor for Printer<W> {
     }
 }
 
-/// Prints the physical layout of `path` from the block holding `start`.
+/// Prints the physical layout of `path` from the block holding `start`. How the read
+/// ended, when worth saying, goes to stderr: stdout keeps the `chunks.txt` format.
 pub(crate) fn dump(path: &Path, start: u64, limits: Limits) -> Result<Status, Failure> {
+    let mut input = Input::open(path, limits)?;
     let mut printer = Printer {
         out: stdout(),
         status: Status::Clean,
     };
-    let end = scan(path, start, false, limits, &mut printer)?;
+    let end = scan(&mut input, start, false, limits, &mut printer)?;
     writeln!(printer.out, "size {}", end.file_len)?;
     finish(printer.out)?;
+    for note in input_notes(&end.input) {
+        eprintln!("walcodec: {}: {note}", input.name());
+    }
     Ok(printer.status)
 }

@@ -13,22 +13,36 @@
 //! FILE: clean (L bytes), nothing to truncate
 //! FILE: truncated T bytes after offset V, the end of its last complete record
 //! FILE: would truncate T bytes after offset V, ...           (--dry-run)
+//! FILE: trimmed T bytes of zeros after offset V, ...          (would trim, with --dry-run)
 //! OUT: salvaged N records (B bytes); dropped D bytes in K corruptions
 //! ```
+//!
+//! Zeros after the last complete record (preallocated space, block padding; a file
+//! of zeros only is an empty log) are trimmed too, so appends continue the log, but
+//! they are not a torn tail: no record is lost, and `--dry-run` exits 0, as
+//! `verify` does. A torn tail gives 3 with `--dry-run`, 0 once cut. `--salvage`
+//! exits 1 when it dropped bytes (LevelDB's reader reported damage, a record cut by
+//! zero fill included), 3 when it left out only a record cut by the file's end, 0
+//! when it copied everything.
+//!
+//! Only a regular file can be repaired: a pipe or a device has no length to cut (and
+//! a character device no end to find).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use bytes::BytesMut;
-use walcodec::{repair_log_with_limit, scan_log_with_limit, LogEncoder, TailScan};
+use walcodec::{LogEncoder, RepairOptions, TailScan};
 
-use crate::common::{open_reader, progress_bar, Failure, Limits, RecoveryArg, Status};
+use crate::common::{finish_reader, open_reader, Failure, Limits, RecoveryArg, Status};
+use crate::input::BlockingReader;
 use crate::write::sync_parent;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The log file. Nothing may be writing to it.
+    /// The log file, a regular file (with --salvage, also `-` for stdin). Nothing may
+    /// be writing to it.
     file: PathBuf,
     /// Copy every readable record into OUT, a new log, instead of truncating FILE.
     #[arg(long, value_name = "OUT")]
@@ -68,10 +82,22 @@ fn judge_scan(
 /// `scan_log`): the rule the durable writer applies when it reopens a log.
 async fn truncate(path: &Path, dry_run: bool, limits: Limits) -> Result<Status, Failure> {
     let name = path.display();
+    let metadata = std::fs::metadata(path).map_err(|e| Failure::io(path, e))?;
+    if !metadata.is_file() {
+        return Err(Failure::new(format!(
+            "{name}: not a regular file: there is no length to cut (`walcodec verify` reads it; --salvage OUT copies its records)"
+        )));
+    }
     let scan = if dry_run {
-        scan_log_with_limit(path, limits.max_record_bytes).await
+        RepairOptions::new()
+            .max_record_bytes(limits.max_record_bytes)
+            .scan(path)
+            .await
     } else {
-        repair_log_with_limit(path, limits.max_record_bytes).await
+        RepairOptions::new()
+            .max_record_bytes(limits.max_record_bytes)
+            .repair(path)
+            .await
     };
     let scan = match judge_scan(path, scan)? {
         Ok(scan) => scan,
@@ -81,6 +107,15 @@ async fn truncate(path: &Path, dry_run: bool, limits: Limits) -> Result<Status, 
         println!(
             "{name}: clean ({} bytes), nothing to truncate",
             scan.file_len
+        );
+        return Ok(Status::Clean);
+    }
+    if !scan.incomplete_tail {
+        let verb = if dry_run { "would trim" } else { "trimmed" };
+        println!(
+            "{name}: {verb} {} bytes of zeros after offset {}, the end of its last complete record (preallocated space or block padding; no record lost)",
+            scan.tail_bytes(),
+            scan.valid_len
         );
         return Ok(Status::Clean);
     }
@@ -101,7 +136,7 @@ async fn truncate(path: &Path, dry_run: bool, limits: Limits) -> Result<Status, 
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
 async fn salvage(path: &Path, out_path: &Path, limits: Limits) -> Result<Status, Failure> {
-    let (mut reader, len) = open_reader(path, RecoveryArg::SkipCorrupted, 0, limits).await?;
+    let mut reader = open_reader(path, RecoveryArg::SkipCorrupted, 0, limits)?;
     let mut out = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -113,7 +148,7 @@ async fn salvage(path: &Path, out_path: &Path, limits: Limits) -> Result<Status,
             )),
             _ => Failure::io(out_path, e),
         })?;
-    let copied = copy_records(&mut reader, path, &mut out, out_path, len).await;
+    let copied = copy_records(&mut reader, path, &mut out, out_path).await;
     if let Err(failure) = copied {
         drop(out);
         let _ = std::fs::remove_file(out_path);
@@ -121,7 +156,8 @@ async fn salvage(path: &Path, out_path: &Path, limits: Limits) -> Result<Status,
     }
     out.sync_all().map_err(|e| Failure::io(out_path, e))?;
     sync_parent(out_path).map_err(|e| Failure::io(out_path, e))?;
-    let stats = reader.decoder().stats();
+    let (_, decoder) = finish_reader(reader);
+    let stats = decoder.stats();
     println!(
         "{}: salvaged {} records ({} bytes); dropped {} bytes in {} corruptions",
         out_path.display(),
@@ -130,17 +166,17 @@ async fn salvage(path: &Path, out_path: &Path, limits: Limits) -> Result<Status,
         stats.dropped_bytes,
         stats.corruptions
     );
-    Ok(Status::Clean)
+    // As the README's exit status says: 1 when bytes were dropped.
+    let dropped = stats.corruptions.max(u64::from(stats.dropped_bytes > 0));
+    Ok(Status::judge(dropped, decoder.has_incomplete_tail()))
 }
 
 async fn copy_records(
-    reader: &mut walcodec::LogReader<tokio::fs::File>,
+    reader: &mut walcodec::LogReader<BlockingReader>,
     path: &Path,
     out: &mut File,
     out_path: &Path,
-    len: u64,
 ) -> Result<(), Failure> {
-    let progress = progress_bar(len);
     let mut encoder = LogEncoder::new();
     let mut pending = BytesMut::with_capacity(WRITE_CHUNK_BYTES);
     while let Some(record) = reader.next_record().await {
@@ -152,12 +188,6 @@ async fn copy_records(
                 .map_err(|e| Failure::io(out_path, e))?;
             pending.clear();
         }
-        if let Some(bar) = &progress {
-            bar.set_position(record.position.end);
-        }
-    }
-    if let Some(bar) = progress {
-        bar.finish_and_clear();
     }
     out.write_all(&pending)
         .map_err(|e| Failure::io(out_path, e))

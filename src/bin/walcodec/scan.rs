@@ -1,4 +1,4 @@
-//! One pass over a log file that shows each block to the physical walker
+//! One pass over a log (an `Input`) that shows each block to the physical walker
 //! (`walcodec::physical::Chunks`), to a `LogDecoder` in `SkipCorrupted` mode and to
 //! one in `TolerateTail` mode, so a command sees the layout, the records and every
 //! report of the same bytes, and the verdict of a strict reader.
@@ -8,9 +8,7 @@
 //! LevelDB's reader, but a torn tail to a strict one. Reports come from the first,
 //! whether the log is damaged or only torn from the second.
 
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
-use std::path::Path;
+use std::io::{self, Read};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -18,7 +16,8 @@ use tokio_util::codec::Decoder;
 use walcodec::physical::{Chunk, Chunks};
 use walcodec::{block_start, Corruption, DecodeStats, LogDecoder, Position, Recovery};
 
-use crate::common::{progress_bar, Failure, Limits, READ_SIZE};
+use crate::common::{Failure, Limits, READ_SIZE};
+use crate::input::{Input, InputEnd};
 
 /// What a command does with each thing the pass finds. Chunks of a block come before
 /// the records and reports the decoder makes from it.
@@ -32,13 +31,20 @@ pub(crate) trait Visitor {
     fn corruption(&mut self, _corruption: &Corruption) -> Result<(), Failure> {
         Ok(())
     }
+    /// The strict reader found damage: from here on, every report is about damage
+    /// (until now, reports might have been about a torn tail). Called once at most.
+    fn strict_damage(&mut self) -> Result<(), Failure> {
+        Ok(())
+    }
 }
 
 /// What the pass saw, at its end.
 #[derive(Debug)]
 pub(crate) struct ScanEnd {
-    /// Bytes of the file, as read (the file may have grown since it was opened).
+    /// The offset just past the last byte read: the length of the log as read.
     pub(crate) file_len: u64,
+    /// How the read of the input ended.
+    pub(crate) input: InputEnd,
     /// The decoder's counters (all zero when nothing was decoded).
     pub(crate) stats: DecodeStats,
     /// What a `TolerateTail` reader makes of the same bytes.
@@ -64,9 +70,10 @@ struct Strict {
 }
 
 impl Strict {
-    fn feed(&mut self, bytes: &[u8], eof: bool) {
+    /// Decodes `bytes`; tells `visitor` when this finds the first damage.
+    fn feed(&mut self, bytes: &[u8], eof: bool, visitor: &mut dyn Visitor) -> Result<(), Failure> {
         if self.damage.is_some() {
-            return;
+            return Ok(());
         }
         self.pending.extend_from_slice(bytes);
         loop {
@@ -77,11 +84,11 @@ impl Strict {
             };
             match decoded {
                 Ok(Some(_record)) => {}
-                Ok(None) => return,
+                Ok(None) => return Ok(()),
                 Err(e) => {
                     self.damage = Some(e.to_string());
                     self.pending.clear();
-                    return;
+                    return visitor.strict_damage();
                 }
             }
         }
@@ -96,20 +103,18 @@ impl Strict {
     }
 }
 
-/// Reads `path` from the block holding `start` to its end. With `decode` false only
-/// the physical walk is made.
+/// Reads `input` from the block holding `start` to where its read ends. With
+/// `decode` false only the physical walk is made. Memory stays bounded by the read
+/// size and the largest record, whatever the input's length.
 pub(crate) fn scan(
-    path: &Path,
+    input: &mut Input,
     start: u64,
     decode: bool,
     limits: Limits,
     visitor: &mut dyn Visitor,
 ) -> Result<ScanEnd, Failure> {
-    let io_error = |e| Failure::io(path, e);
-    let mut file = File::open(path).map_err(io_error)?;
-    let total = file.metadata().map_err(io_error)?.len();
     let mut offset = block_start(start);
-    file.seek(SeekFrom::Start(offset)).map_err(io_error)?;
+    input.skip_to(offset)?;
 
     let reports = Arc::new(Mutex::new(Vec::new()));
     let sink = reports.clone();
@@ -135,10 +140,9 @@ pub(crate) fn scan(
         visitor,
     };
 
-    let progress = progress_bar(total.saturating_sub(offset));
     let mut buffer = vec![0u8; READ_SIZE];
     loop {
-        let n = read_full(&mut file, &mut buffer).map_err(io_error)?;
+        let n = read_full(input, &mut buffer).map_err(|e| input.failure(e))?;
         // Whole blocks (READ_SIZE is a multiple of the block size) or the file's end,
         // so the walker never sees a block cut by the buffer.
         for chunk in Chunks::new(&buffer[..n], offset) {
@@ -148,10 +152,7 @@ pub(crate) fn scan(
         if decode {
             pass.pending.extend_from_slice(&buffer[..n]);
             pass.drain(false)?;
-            strict.feed(&buffer[..n], false);
-        }
-        if let Some(bar) = &progress {
-            bar.set_position(offset.saturating_sub(block_start(start)));
+            strict.feed(&buffer[..n], false, pass.visitor)?;
         }
         if n < buffer.len() {
             break;
@@ -159,13 +160,11 @@ pub(crate) fn scan(
     }
     if decode {
         pass.drain(true)?;
-        strict.feed(&[], true);
-    }
-    if let Some(bar) = progress {
-        bar.finish_and_clear();
+        strict.feed(&[], true, pass.visitor)?;
     }
     Ok(ScanEnd {
         file_len: offset,
+        input: input.finish(),
         stats: decoder.stats(),
         strict: strict.end(),
     })
@@ -198,7 +197,7 @@ impl Pass<'_> {
                 Some(record) => {
                     let position = self
                         .decoder
-                        .last_record_position()
+                        .last_record()
                         .expect("a returned record has a position");
                     self.visitor.record(position, &record)?;
                 }
@@ -209,7 +208,7 @@ impl Pass<'_> {
 }
 
 /// Reads until `buffer` is full or the file ends: a short read is not the end.
-fn read_full(file: &mut File, buffer: &mut [u8]) -> io::Result<usize> {
+fn read_full(file: &mut Input, buffer: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buffer.len() {
         match file.read(&mut buffer[filled..]) {

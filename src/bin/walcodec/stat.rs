@@ -12,9 +12,14 @@
 //! damaged bytes: N (bad checksum a, bad length b, skipped c)
 //! torn tail bytes: N
 //! corruptions: N (B bytes dropped)
+//! tail: clean | zeros after offset V (...) | torn after offset V (T bytes)     as `verify`
+//! note: ...                                how the read ended, when worth saying
+//! result: clean | corrupt | torn tail      as `verify`
 //! record sizes:
 //!   LOW..=HIGH COUNT BAR                     power-of-two buckets, empty ones inside the range kept
 //! ```
+//!
+//! With `--format json`, the same as one JSON object (see `AFTER_HELP`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -23,13 +28,36 @@ use bytes::Bytes;
 use walcodec::physical::Chunk;
 use walcodec::{Position, BLOCK_SIZE, HEADER_SIZE};
 
-use crate::common::{finish, stdout, Failure, Limits, Status};
-use crate::scan::{scan, Visitor};
+use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
+use crate::input::Input;
+use crate::json::JsonObject;
+use crate::scan::{scan, ScanEnd, Visitor};
+use crate::verdict::{json_end, result_text, SummaryFormat, Tail};
+
+/// The JSON fields and the exit status, for `stat --help`.
+pub(crate) const AFTER_HELP: &str = concat!(
+    "\
+With --format json, one object on stdout:
+  file, bytes, blocks, last_block_bytes (0 when the last block is full),
+  records, record_bytes,
+  fragments {total, full, first, middle, last, other},
+  header_bytes, trailer_bytes, zero_fill_bytes,
+  damaged_bytes {total, bad_checksum, bad_length, skipped},
+  torn_tail_bytes, corruptions, dropped_bytes (the reports of LevelDB's reader,
+    a torn tail's included: verify counts damage only),
+  tail, valid_len, tail_bytes, complete, live, notes, result, exit_code (as verify),
+  record_sizes [{min, max, count}]   the non-empty span of power-of-two buckets",
+    "\n\n",
+    exit_status!()
+);
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The log file.
+    /// The log file; `-` reads stdin.
     file: PathBuf,
+    /// How the counts are printed.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    format: SummaryFormat,
 }
 
 #[derive(Debug)]
@@ -44,6 +72,9 @@ struct Counts {
     bad_length_bytes: u64,
     skipped_bytes: u64,
     torn_bytes: u64,
+    /// Pieces of zero fill that are not all zeros: data a reader skips silently,
+    /// damage as `verify` says.
+    hidden_zero_fills: u64,
     /// Records by size bucket: 0 for empty, else 1 + floor(log2(size)).
     histogram: [u64; 65],
 }
@@ -60,8 +91,15 @@ impl Default for Counts {
             bad_length_bytes: 0,
             skipped_bytes: 0,
             torn_bytes: 0,
+            hidden_zero_fills: 0,
             histogram: [0; 65],
         }
+    }
+}
+
+impl Counts {
+    fn damaged_bytes(&self) -> u64 {
+        self.bad_checksum_bytes + self.bad_length_bytes + self.skipped_bytes
     }
 }
 
@@ -84,7 +122,12 @@ impl Visitor for Counts {
                 }
             }
             Chunk::Trailer { .. } => self.trailer_bytes += chunk.len(),
-            Chunk::ZeroFill { .. } => self.zero_fill_bytes += chunk.len(),
+            Chunk::ZeroFill { bytes, .. } => {
+                self.zero_fill_bytes += chunk.len();
+                if bytes.iter().any(|&b| b != 0) {
+                    self.hidden_zero_fills += 1;
+                }
+            }
             Chunk::BadLength { .. } => self.bad_length_bytes += chunk.len(),
             Chunk::Skipped { .. } => self.skipped_bytes += chunk.len(),
             Chunk::Torn { .. } => self.torn_bytes += chunk.len(),
@@ -106,28 +149,67 @@ fn bucket(size: u64) -> usize {
     }
 }
 
-/// The sizes a bucket holds, as `LOW..=HIGH` (or `0`).
-fn bucket_label(bucket: usize) -> String {
+/// The smallest and largest sizes a bucket holds.
+fn bucket_bounds(bucket: usize) -> (u64, u64) {
     match bucket {
-        0 => "0".to_string(),
-        1 => "1".to_string(),
+        0 => (0, 0),
         _ => {
             let low = 1u64 << (bucket - 1);
-            let high = low | (low - 1);
-            format!("{low}..={high}")
+            (low, low | (low - 1))
         }
     }
 }
 
-pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
-    let mut counts = Counts::default();
-    let end = scan(&args.file, 0, true, limits, &mut counts)?;
-    let stats = end.stats;
-    let mut out = stdout();
+/// The sizes a bucket holds, as `LOW..=HIGH` (or `0`, `1`).
+fn bucket_label(bucket: usize) -> String {
+    match bucket_bounds(bucket) {
+        (low, high) if low == high => low.to_string(),
+        (low, high) => format!("{low}..={high}"),
+    }
+}
 
+/// The indices of the first and last non-empty buckets.
+fn non_empty_span(histogram: &[u64; 65]) -> Option<(usize, usize)> {
+    let low = histogram.iter().position(|&n| n > 0)?;
+    let high = histogram.iter().rposition(|&n| n > 0)?;
+    Some((low, high))
+}
+
+pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
+    let mut input = Input::open(&args.file, limits)?;
+    let mut counts = Counts::default();
+    let end = scan(&mut input, 0, true, limits, &mut counts)?;
+    let damaged = u64::from(end.strict.damage.is_some()) + counts.hidden_zero_fills;
+    let status = Status::judge(damaged, end.strict.incomplete_tail);
+    let notes = input_notes(&end.input);
+    let mut out = stdout();
+    match args.format {
+        SummaryFormat::Text => write_text(input.name(), &counts, &end, &notes, status, &mut out)?,
+        SummaryFormat::Json => {
+            writeln!(out, "{}", json(input.name(), &counts, &end, &notes, status))?
+        }
+    }
+    finish(out)?;
+    Ok(status)
+}
+
+/// The blocks the log spans, and the bytes of its last block when that is not full.
+fn blocks(file_len: u64) -> (u64, u64) {
     let block = BLOCK_SIZE as u64;
-    let blocks = end.file_len.div_ceil(block);
-    let last_block = match end.file_len % block {
+    (file_len.div_ceil(block), file_len % block)
+}
+
+fn write_text(
+    name: &str,
+    counts: &Counts,
+    end: &ScanEnd,
+    notes: &[String],
+    status: Status,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let stats = end.stats;
+    let (blocks, last_block_bytes) = blocks(end.file_len);
+    let last_block = match last_block_bytes {
         0 if end.file_len > 0 => "full".to_string(),
         0 => "none".to_string(),
         partial => format!("last block {partial} bytes"),
@@ -135,7 +217,7 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let fragments: u64 = counts.by_type.iter().sum::<u64>() + counts.other_types;
     let [zero, full, first, middle, last] = counts.by_type;
 
-    writeln!(out, "file: {}", args.file.display())?;
+    writeln!(out, "file: {name}")?;
     writeln!(out, "bytes: {}", end.file_len)?;
     writeln!(out, "blocks: {blocks} ({last_block})")?;
     writeln!(
@@ -154,7 +236,7 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     writeln!(
         out,
         "damaged bytes: {} (bad checksum {}, bad length {}, skipped {})",
-        counts.bad_checksum_bytes + counts.bad_length_bytes + counts.skipped_bytes,
+        counts.damaged_bytes(),
         counts.bad_checksum_bytes,
         counts.bad_length_bytes,
         counts.skipped_bytes
@@ -165,24 +247,82 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         "corruptions: {} ({} bytes dropped)",
         stats.corruptions, stats.dropped_bytes
     )?;
+    writeln!(
+        out,
+        "tail: {}",
+        Tail::of(end, counts.hidden_zero_fills > 0).describe()
+    )?;
+    for note in notes {
+        writeln!(out, "note: {note}")?;
+    }
+    writeln!(out, "result: {}", result_text(status))?;
     writeln!(out, "record sizes:")?;
-    write_histogram(&counts.histogram, &mut out)?;
-    finish(out)?;
-    let damaged = u64::from(end.strict.damage.is_some());
-    Ok(Status::judge(damaged, end.strict.incomplete_tail))
+    write_histogram(&counts.histogram, out)
+}
+
+fn json(name: &str, counts: &Counts, end: &ScanEnd, notes: &[String], status: Status) -> String {
+    let stats = end.stats;
+    let (blocks, last_block_bytes) = blocks(end.file_len);
+    let [zero, full, first, middle, last] = counts.by_type;
+    let mut fragments = JsonObject::new();
+    fragments
+        .number(
+            "total",
+            counts.by_type.iter().sum::<u64>() + counts.other_types,
+        )
+        .number("full", full)
+        .number("first", first)
+        .number("middle", middle)
+        .number("last", last)
+        .number("other", zero + counts.other_types);
+    let mut damaged = JsonObject::new();
+    damaged
+        .number("total", counts.damaged_bytes())
+        .number("bad_checksum", counts.bad_checksum_bytes)
+        .number("bad_length", counts.bad_length_bytes)
+        .number("skipped", counts.skipped_bytes);
+    let sizes = match non_empty_span(&counts.histogram) {
+        None => Vec::new(),
+        Some((low, high)) => (low..=high)
+            .map(|bucket| {
+                let (min, max) = bucket_bounds(bucket);
+                let mut row = JsonObject::new();
+                row.number("min", min)
+                    .number("max", max)
+                    .number("count", counts.histogram[bucket]);
+                row
+            })
+            .collect(),
+    };
+    let mut object = JsonObject::new();
+    object
+        .string("file", name)
+        .number("bytes", end.file_len)
+        .number("blocks", blocks)
+        .number("last_block_bytes", last_block_bytes)
+        .number("records", stats.records)
+        .number("record_bytes", stats.record_bytes)
+        .object("fragments", fragments)
+        .number("header_bytes", counts.header_bytes)
+        .number("trailer_bytes", counts.trailer_bytes)
+        .number("zero_fill_bytes", counts.zero_fill_bytes)
+        .object("damaged_bytes", damaged)
+        .number("torn_tail_bytes", counts.torn_bytes)
+        .number("corruptions", stats.corruptions)
+        .number("dropped_bytes", stats.dropped_bytes);
+    Tail::of(end, counts.hidden_zero_fills > 0).json(&mut object, end);
+    json_end(&mut object, end, notes, status);
+    object.objects("record_sizes", sizes);
+    object.finish()
 }
 
 /// The non-empty span of the histogram, one bucket a line, with a bar scaled to the
 /// largest count.
 fn write_histogram(histogram: &[u64; 65], out: &mut impl Write) -> std::io::Result<()> {
     const BAR_WIDTH: u64 = 40;
-    let Some(low) = histogram.iter().position(|&n| n > 0) else {
+    let Some((low, high)) = non_empty_span(histogram) else {
         return Ok(());
     };
-    let high = histogram
-        .iter()
-        .rposition(|&n| n > 0)
-        .expect("one is non-zero");
     let largest = *histogram.iter().max().expect("not empty");
     let labels: Vec<String> = (low..=high).map(bucket_label).collect();
     let width = labels.iter().map(String::len).max().unwrap_or(0);

@@ -1,10 +1,12 @@
 //! `tail FILE`: the last records of a log, in `dump`'s formats; with `-f`, then every
 //! record appended to it, each printed as soon as it is complete.
 //!
-//! The records to print first are found by reading the whole log; following then
-//! goes on with the same decoder from where that read stopped, so a record being
-//! written at that moment is neither lost nor printed twice, and damage already
-//! reported is not reported again.
+//! The records to print first are found by reading the whole log (as the other
+//! reading commands do: a regular file up to its length at open, `-` and pipes until
+//! they close); following then goes on with the same decoder from where that read
+//! stopped, so a record being written at that moment is neither lost nor printed
+//! twice, and damage already reported is not reported again. Only a regular file can
+//! be followed.
 
 use std::collections::VecDeque;
 use std::io::{SeekFrom, Write};
@@ -15,13 +17,14 @@ use tokio::io::AsyncSeekExt;
 use walcodec::LogTailer;
 
 use crate::common::{
-    finish, open_reader, read_status, stdout, Failure, Limits, RecoveryArg, Status,
+    finish, finish_reader, open_reader, read_status, stdout, Failure, Limits, RecoveryArg, Status,
 };
 use crate::dump::{format_record, Format};
+use crate::input::input_name;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The log file.
+    /// The log file; `-` reads stdin (without --follow).
     file: PathBuf,
     /// Then follow the log as it grows, until interrupted.
     #[arg(short, long)]
@@ -32,6 +35,9 @@ pub(crate) struct Args {
     /// How each record is printed (as `dump`).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Print at most N bytes of each payload (as `dump`).
+    #[arg(long, value_name = "N")]
+    max_bytes: Option<usize>,
     /// How long to wait before looking again when the log has not grown, in ms.
     #[arg(long, value_name = "MS", default_value_t = 50)]
     poll_interval: u64,
@@ -42,7 +48,15 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let path = &args.file;
-    let (mut reader, _) = open_reader(path, args.recovery, 0, limits).await?;
+    let regular_file =
+        path.as_os_str() != "-" && std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    if args.follow && !regular_file {
+        return Err(Failure::new(format!(
+            "{}: only a regular file can be followed",
+            input_name(path)
+        )));
+    }
+    let mut reader = open_reader(path, args.recovery, 0, limits)?;
     let mut last = VecDeque::with_capacity(args.records.min(1 << 16));
     let mut error = None;
     while let Some(record) = reader.next_record().await {
@@ -62,28 +76,37 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let mut line = Vec::new();
     for record in &last {
         line.clear();
-        format_record(record, args.format, &mut line);
+        format_record(record, args.format, args.max_bytes, &mut line);
         out.write_all(&line)?;
     }
     out.flush()?;
     if !args.follow || error.is_some() {
         finish(out)?;
-        return read_status(path, reader.decoder(), error);
+        let (name, decoder) = finish_reader(reader);
+        return read_status(&name, &decoder, error);
     }
 
     // Go on with the same decoder: it holds any record begun before EOF. The bytes the
-    // reader had read but the decoder had not consumed are read again from the file.
-    let (mut file, decoder) = reader.into_parts();
+    // reader had read but the decoder had not consumed are read again from the file,
+    // which is expected to be growing: no note about it changing.
+    let (_, decoder) = reader.into_parts();
+    let mut file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| Failure::io(path, e))?;
     file.seek(SeekFrom::Start(decoder.offset()))
         .await
         .map_err(|e| Failure::io(path, e))?;
-    let mut tailer = LogTailer::new(file, decoder)
+    // Watched by path: a log cut, replaced or rewritten under the follower ends the
+    // follow with an error instead of joining old and new bytes into one record.
+    let mut tailer = LogTailer::follow_file(file, path, decoder)
+        .await
+        .map_err(|e| Failure::log(path, e))?
         .with_poll_interval(Duration::from_millis(args.poll_interval.max(1)));
     while let Some(record) = tailer.next_record().await {
         match record {
             Ok(record) => {
                 line.clear();
-                format_record(&record, args.format, &mut line);
+                format_record(&record, args.format, args.max_bytes, &mut line);
                 out.write_all(&line)?;
                 // Whoever reads a followed log wants each record now.
                 out.flush()?;
@@ -95,5 +118,5 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         }
     }
     finish(out)?;
-    read_status(path, tailer.decoder(), error)
+    read_status(&path.display().to_string(), tailer.decoder(), error)
 }

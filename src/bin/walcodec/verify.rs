@@ -6,9 +6,17 @@
 //! records: N (B bytes)
 //! dropped: B bytes in N corruptions
 //! zero fill: B bytes
-//! tail: clean | torn after offset V (T bytes)
+//! tail: clean | zeros after offset V (...) | torn after offset V (T bytes)
+//! note: ...                                  how the read ended, when worth saying
 //! result: clean | corrupt | torn tail
 //! ```
+//!
+//! Findings are printed as they are found, so memory stays bounded on an input of
+//! any length. LevelDB's reports wait only while they may be about a torn tail (a
+//! strict reader has not yet found damage); they are printed as soon as it has, or
+//! dropped at the end, when the tail line says it all. With `--format json` the
+//! findings go to stderr (`walcodec: FILE: offset N: ...`) and stdout holds one JSON
+//! object (see `AFTER_HELP`).
 //!
 //! Whether the log is damaged or only torn is a strict (`TolerateTail`) reader's
 //! verdict: zeros after a FIRST fragment up to EOF, which LevelDB reports as "error
@@ -18,105 +26,193 @@
 //! zeros: a reader skips it without a word, so whatever was written there is lost
 //! (google/leveldb#203).
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::PathBuf;
 
 use walcodec::physical::Chunk;
 use walcodec::Corruption;
 
-use crate::common::{finish, stdout, Failure, Limits, Status};
+use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
+use crate::input::Input;
+use crate::json::JsonObject;
 use crate::scan::{scan, Visitor};
+use crate::verdict::{json_end, result_text, SummaryFormat, Tail};
+
+/// The JSON fields and the exit status, for `verify --help`.
+pub(crate) const AFTER_HELP: &str = concat!(
+    "\
+With --format json, one object on stdout (findings go to stderr):
+  file             the input's name (\"stdin\" for -)
+  bytes            bytes read
+  records          records read (as LevelDB's reader reads them)
+  record_bytes     their payload bytes
+  corruptions      pieces of damage found
+  dropped_bytes    bytes they dropped
+  zero_fill_bytes  preallocated (zero) space skipped
+  tail             \"clean\", \"zeros\" (preallocated space after the last record)
+                   or \"torn\" (the last record cut short)
+  valid_len        end of the last complete record a strict reader returned
+  tail_bytes       bytes after it, for a \"zeros\" or \"torn\" tail
+  complete         false when the read stopped at --max-input-bytes
+  live             true when the file changed while it was read
+  notes            sentences about how the read ended
+  result           \"clean\", \"corrupt\" or \"torn_tail\"
+  exit_code        the exit status: 0, 1 or 3",
+    "\n\n",
+    exit_status!()
+);
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The log file.
+    /// The log file; `-` reads stdin.
     file: PathBuf,
+    /// How the summary is printed.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    format: SummaryFormat,
 }
 
-/// What the pass found, in log order.
-#[derive(Default)]
-struct Checker {
-    /// Lines to print: LevelDB-style reports, and zero fill hiding data.
-    lines: Vec<Finding>,
+/// More LevelDB reports than this while a strict reader still sees no damage is not a
+/// torn tail (whose reports are one or two): they are printed rather than held, so
+/// that no input makes the checker hold an unbounded list.
+const HELD_REPORTS_MAX: usize = 1024;
+
+/// Prints what the pass finds as it finds it.
+struct Checker<'a> {
+    /// Where findings go, each after `prefix`: stdout, or stderr for JSON output.
+    out: &'a mut dyn Write,
+    prefix: String,
+    /// LevelDB reports not printed yet: they may be about a torn tail.
+    held: Vec<Corruption>,
+    /// Whether reports are printed as they come (the log is damaged).
+    damaged: bool,
     /// Pieces of zero fill that hide data (damage the decoder does not report).
     hidden: u64,
     hidden_bytes: u64,
 }
 
-enum Finding {
-    /// A report of LevelDB's reader (`SkipCorrupted`).
-    Report(Corruption),
-    /// Zero fill that is not all zeros.
-    Hidden(String),
+impl Checker<'_> {
+    fn print(&mut self, finding: &dyn std::fmt::Display) -> Result<(), Failure> {
+        writeln!(self.out, "{}{finding}", self.prefix)?;
+        Ok(())
+    }
+
+    fn print_held(&mut self) -> Result<(), Failure> {
+        for report in std::mem::take(&mut self.held) {
+            self.print(&report)?;
+        }
+        Ok(())
+    }
 }
 
-impl Visitor for Checker {
+impl Visitor for Checker<'_> {
     fn chunk(&mut self, chunk: &Chunk<'_>) -> Result<(), Failure> {
         if let Chunk::ZeroFill { offset, bytes } = *chunk {
             if bytes.iter().any(|&b| b != 0) {
                 self.hidden += 1;
                 self.hidden_bytes += bytes.len() as u64;
-                self.lines.push(Finding::Hidden(format!(
+                self.print(&format_args!(
                     "offset {offset}: dropping {} bytes; zero header skips non-zero bytes",
                     bytes.len()
-                )));
+                ))?;
             }
         }
         Ok(())
     }
 
     fn corruption(&mut self, corruption: &Corruption) -> Result<(), Failure> {
-        self.lines.push(Finding::Report(corruption.clone()));
+        if self.damaged {
+            return self.print(corruption);
+        }
+        self.held.push(corruption.clone());
+        if self.held.len() > HELD_REPORTS_MAX {
+            self.damaged = true;
+            self.print_held()?;
+        }
         Ok(())
+    }
+
+    fn strict_damage(&mut self) -> Result<(), Failure> {
+        self.damaged = true;
+        self.print_held()
     }
 }
 
 pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
-    let mut checker = Checker::default();
-    let end = scan(&args.file, 0, true, limits, &mut checker)?;
+    let mut input = Input::open(&args.file, limits)?;
+    let mut out = stdout();
+    let mut stderr = io::stderr();
+    let (findings, prefix): (&mut dyn Write, String) = match args.format {
+        SummaryFormat::Text => (&mut out, String::new()),
+        SummaryFormat::Json => (&mut stderr, format!("walcodec: {}: ", input.name())),
+    };
+    let mut checker = Checker {
+        out: findings,
+        prefix,
+        held: Vec::new(),
+        damaged: false,
+        hidden: 0,
+        hidden_bytes: 0,
+    };
+    let end = scan(&mut input, 0, true, limits, &mut checker)?;
+    let (hidden, hidden_bytes) = (checker.hidden, checker.hidden_bytes);
     let stats = end.stats;
-    let strict = &end.strict;
-    // When a strict reader finds no damage, LevelDB's reports are all about the torn
-    // tail (zeros cutting a record): the tail line says it, not a corruption.
-    let damaged = strict.damage.is_some();
-    let (mut corruptions, mut dropped) = (checker.hidden, checker.hidden_bytes);
-    if damaged {
+    // Without damage, LevelDB's reports are all about the torn tail (zeros cutting a
+    // record), which the tail line tells: they are not counted as corruptions.
+    let (mut corruptions, mut dropped) = (hidden, hidden_bytes);
+    if end.strict.damage.is_some() {
         corruptions += stats.corruptions;
         dropped += stats.dropped_bytes;
     }
-    let status = Status::judge(corruptions, strict.incomplete_tail);
+    // LevelDB's reader skips a zeroed block silently (so there is no report of it
+    // above), but zero fill from a block's start with data after it is lost data.
+    corruptions += stats.zeroed_blocks;
+    if stats.zeroed_blocks > 0 {
+        writeln!(
+            checker.out,
+            "{}{} zeroed block(s) followed by data: zero fill from a block's first byte hides lost records{}",
+            checker.prefix,
+            stats.zeroed_blocks,
+            end.strict
+                .damage
+                .as_deref()
+                .map(|first| format!(" (first: {first})"))
+                .unwrap_or_default()
+        )?;
+    }
+    let tail = Tail::of(&end, hidden > 0);
+    let status = Status::judge(corruptions, end.strict.incomplete_tail);
+    let notes = input_notes(&end.input);
 
-    let mut out = stdout();
-    for finding in &checker.lines {
-        match finding {
-            Finding::Report(report) if damaged => writeln!(out, "{report}")?,
-            Finding::Report(_) => {}
-            Finding::Hidden(line) => writeln!(out, "{line}")?,
+    match args.format {
+        SummaryFormat::Text => {
+            writeln!(
+                out,
+                "records: {} ({} bytes)",
+                stats.records, stats.record_bytes
+            )?;
+            writeln!(out, "dropped: {dropped} bytes in {corruptions} corruptions")?;
+            writeln!(out, "zero fill: {} bytes", stats.zero_fill_bytes)?;
+            writeln!(out, "tail: {}", tail.describe())?;
+            for note in &notes {
+                writeln!(out, "note: {note}")?;
+            }
+            writeln!(out, "result: {}", result_text(status))?;
+        }
+        SummaryFormat::Json => {
+            let mut object = JsonObject::new();
+            object
+                .string("file", input.name())
+                .number("bytes", end.file_len)
+                .number("records", stats.records)
+                .number("record_bytes", stats.record_bytes)
+                .number("corruptions", corruptions)
+                .number("dropped_bytes", dropped)
+                .number("zero_fill_bytes", stats.zero_fill_bytes);
+            tail.json(&mut object, &end);
+            json_end(&mut object, &end, &notes, status);
+            writeln!(out, "{}", object.finish())?;
         }
     }
-    writeln!(
-        out,
-        "records: {} ({} bytes)",
-        stats.records, stats.record_bytes
-    )?;
-    writeln!(out, "dropped: {dropped} bytes in {corruptions} corruptions")?;
-    writeln!(out, "zero fill: {} bytes", stats.zero_fill_bytes)?;
-    if strict.incomplete_tail {
-        writeln!(
-            out,
-            "tail: torn after offset {} ({} bytes)",
-            strict.valid_prefix_len,
-            end.file_len - strict.valid_prefix_len
-        )?;
-    } else {
-        writeln!(out, "tail: clean")?;
-    }
-    let result = match status {
-        Status::Clean => "clean",
-        Status::Corrupt => "corrupt",
-        Status::TornTail => "torn tail",
-    };
-    writeln!(out, "result: {result}")?;
     finish(out)?;
     Ok(status)
 }

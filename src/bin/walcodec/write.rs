@@ -22,7 +22,9 @@ use tokio_util::codec::Decoder;
 use walcodec::{LogEncoder, RecordIoCodec};
 
 use crate::common::{parse_hex, Failure, Limits, Status};
+use crate::input::Input;
 use crate::scan::{scan, Visitor};
+use crate::verdict::Tail;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -102,7 +104,8 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
 fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failure> {
     struct Nothing;
     impl Visitor for Nothing {}
-    let end = scan(path, 0, true, limits, &mut Nothing)?;
+    let mut input = Input::open(path, limits)?;
+    let end = scan(&mut input, 0, true, limits, &mut Nothing)?;
     let strict = &end.strict;
     if let Some(damage) = &strict.damage {
         eprintln!(
@@ -111,14 +114,23 @@ fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failur
         );
         return Ok(Err(Status::Corrupt));
     }
-    if strict.valid_prefix_len != end.file_len {
-        eprintln!(
-            "walcodec: {}: refusing to append: {} bytes follow the last complete record (offset {}); run `walcodec repair` first",
-            path.display(),
-            end.file_len - strict.valid_prefix_len,
-            strict.valid_prefix_len
-        );
-        return Ok(Err(Status::TornTail));
+    match Tail::of(&end, false) {
+        Tail::Clean => {}
+        // Not damage (verify calls this log clean), but appending after the zeros
+        // would hide the new records behind them: a reader skips zero fill.
+        Tail::Zeros { after, bytes } => {
+            return Err(Failure::new(format!(
+                "{}: refusing to append: {bytes} bytes of zeros (preallocated space or block padding) follow the last complete record (offset {after}); run `walcodec repair` to trim them first",
+                path.display()
+            )));
+        }
+        Tail::Torn { after, bytes } => {
+            eprintln!(
+                "walcodec: {}: refusing to append: {bytes} bytes follow the last complete record (offset {after}); run `walcodec repair` first",
+                path.display(),
+            );
+            return Ok(Err(Status::TornTail));
+        }
     }
     Ok(Ok(end.file_len))
 }

@@ -1,0 +1,104 @@
+//! What `verify` and `stat` say about a log's end and about the whole log, from one
+//! scan, in one wording, so the two never disagree (and agree with `repair`).
+//!
+//! | tail     | after the last complete record                         | status      |
+//! |----------|--------------------------------------------------------|-------------|
+//! | `clean`  | nothing                                                | clean       |
+//! | `zeros`  | zeros only: preallocated space or block padding        | clean       |
+//! | `torn`   | a record cut short (by the file's end or by zero fill) | torn tail   |
+//!
+//! A file of zeros only is an empty log whose space was preallocated: 0 records and a
+//! `zeros` tail from offset 0, clean. `repair` trims those zeros (so that appends
+//! land at offset 0) without calling it damage.
+
+use clap::ValueEnum;
+
+use crate::common::Status;
+use crate::json::JsonObject;
+use crate::scan::ScanEnd;
+
+/// How `verify` and `stat` print their summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SummaryFormat {
+    /// Lines of `name: value`.
+    Text,
+    /// One JSON object on one line (fields listed in --help).
+    Json,
+}
+
+/// What follows the last complete record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tail {
+    Clean,
+    Zeros { after: u64, bytes: u64 },
+    Torn { after: u64, bytes: u64 },
+}
+
+impl Tail {
+    /// The tail a strict (`TolerateTail`) reader saw. After damage it stopped early,
+    /// so what follows is not a tail: `Clean`, and the damage is the verdict. So too
+    /// when `hidden_data`: zero fill that hides data (which no reader reports) is not
+    /// a tail of zeros.
+    pub(crate) fn of(end: &ScanEnd, hidden_data: bool) -> Tail {
+        let strict = &end.strict;
+        let after = strict.valid_prefix_len;
+        let bytes = end.file_len.saturating_sub(after);
+        if strict.incomplete_tail {
+            Tail::Torn { after, bytes }
+        } else if strict.damage.is_none() && !hidden_data && bytes > 0 {
+            Tail::Zeros { after, bytes }
+        } else {
+            Tail::Clean
+        }
+    }
+
+    /// The text after `tail: `.
+    pub(crate) fn describe(self) -> String {
+        match self {
+            Tail::Clean => "clean".to_string(),
+            Tail::Zeros { after, bytes } => format!(
+                "zeros after offset {after} ({bytes} bytes of preallocated space or block padding; no record lost)"
+            ),
+            Tail::Torn { after, bytes } => format!("torn after offset {after} ({bytes} bytes)"),
+        }
+    }
+
+    /// The fields `tail`, `valid_len` (the end of the last complete record a strict
+    /// reader returned) and `tail_bytes`.
+    pub(crate) fn json(self, object: &mut JsonObject, end: &ScanEnd) {
+        let (name, bytes) = match self {
+            Tail::Clean => ("clean", 0),
+            Tail::Zeros { bytes, .. } => ("zeros", bytes),
+            Tail::Torn { bytes, .. } => ("torn", bytes),
+        };
+        object
+            .string("tail", name)
+            .number("valid_len", end.strict.valid_prefix_len)
+            .number("tail_bytes", bytes);
+    }
+}
+
+/// The text after `result: `.
+pub(crate) fn result_text(status: Status) -> &'static str {
+    match status {
+        Status::Clean => "clean",
+        Status::Corrupt => "corrupt",
+        Status::TornTail => "torn tail",
+    }
+}
+
+/// The fields every JSON summary ends with: `complete`, `live`, `notes`, `result`
+/// and `exit_code`.
+pub(crate) fn json_end(object: &mut JsonObject, end: &ScanEnd, notes: &[String], status: Status) {
+    let result = match status {
+        Status::Clean => "clean",
+        Status::Corrupt => "corrupt",
+        Status::TornTail => "torn_tail",
+    };
+    object
+        .boolean("complete", !end.input.capped)
+        .boolean("live", end.input.change.is_some())
+        .strings("notes", notes)
+        .string("result", result)
+        .number("exit_code", u64::from(status.code()));
+}

@@ -1,0 +1,186 @@
+//! What keeps a follower honest about the file under it: appends only ever add
+//! bytes, so a file that shrank below what was read, a path that now names another
+//! file, or bytes already read that now differ all mean the log was cut or replaced.
+//! Reading on would join the start of an old record to the end of a new one.
+
+use std::fs::File;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+
+use crate::error::{Error, LogChange};
+use crate::format::BLOCK_SIZE;
+
+/// How many of the last bytes read are kept to compare with the file: the block a
+/// record being assembled most recently took bytes from.
+const WINDOW_BYTES: usize = BLOCK_SIZE;
+
+/// Watches the file a [`LogTailer`](crate::LogTailer) follows.
+#[derive(Debug)]
+pub(crate) struct FileGuard {
+    path: PathBuf,
+    /// The file being read (the same open file, not the path, which may move on).
+    file: Arc<File>,
+    identity: Identity,
+    /// The last bytes read, ending at the read offset.
+    recent: BytesMut,
+}
+
+/// Which file a path names: device and inode where the platform has them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    device: u64,
+    inode: u64,
+}
+
+impl Identity {
+    #[cfg(unix)]
+    fn of(metadata: &std::fs::Metadata) -> Identity {
+        use std::os::unix::fs::MetadataExt;
+        Identity {
+            device: metadata.dev(),
+            inode: metadata.ino(),
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn of(_: &std::fs::Metadata) -> Identity {
+        Identity {
+            device: 0,
+            inode: 0,
+        }
+    }
+}
+
+/// What a check needs, moved to a blocking thread and back.
+#[derive(Debug)]
+pub(crate) struct Check {
+    path: PathBuf,
+    file: Arc<File>,
+    identity: Identity,
+    read_end: u64,
+    recent: BytesMut,
+}
+
+impl FileGuard {
+    /// Guards the follower of the file at `path` that was opened as `reading`, whose
+    /// next read starts at `read_end`. The guard opens the path again for its own
+    /// reads (so they never move the follower's position), and takes the block
+    /// before `read_end` as the bytes already read.
+    pub(crate) fn new(
+        path: PathBuf,
+        reading: &std::fs::Metadata,
+        read_end: u64,
+    ) -> Result<FileGuard, Error> {
+        let identity = Identity::of(reading);
+        let file = File::open(&path)?;
+        if Identity::of(&file.metadata()?) != identity {
+            return Err(Error::LogChanged(LogChange::Replaced));
+        }
+        let len = file.metadata()?.len();
+        if len < read_end {
+            return Err(Error::LogChanged(LogChange::Shrunk {
+                len,
+                read: read_end,
+            }));
+        }
+        let window = read_end.min(WINDOW_BYTES as u64) as usize;
+        let mut recent = BytesMut::zeroed(window);
+        read_exact_at(&file, &mut recent, read_end - window as u64)?;
+        Ok(FileGuard {
+            path,
+            file: Arc::new(file),
+            identity,
+            recent,
+        })
+    }
+
+    /// Notes bytes just read, which end at the read offset.
+    pub(crate) fn read(&mut self, bytes: &[u8]) {
+        if bytes.len() >= WINDOW_BYTES {
+            self.recent.clear();
+            self.recent
+                .extend_from_slice(&bytes[bytes.len() - WINDOW_BYTES..]);
+            return;
+        }
+        let excess = (self.recent.len() + bytes.len()).saturating_sub(WINDOW_BYTES);
+        if excess > 0 {
+            let _ = self.recent.split_to(excess);
+        }
+        self.recent.extend_from_slice(bytes);
+    }
+
+    /// The state a check needs; `read_end` is the offset just past the last byte read.
+    pub(crate) fn check(&mut self, read_end: u64) -> Check {
+        Check {
+            path: self.path.clone(),
+            file: self.file.clone(),
+            identity: self.identity,
+            read_end,
+            recent: std::mem::take(&mut self.recent),
+        }
+    }
+
+    /// Takes back the window after a check that passed.
+    pub(crate) fn restore(&mut self, recent: BytesMut) {
+        self.recent = recent;
+    }
+}
+
+impl Check {
+    /// Runs the check (blocking: a stat, an fstat and one read of at most a block).
+    /// Gives back the window when the file is still the one that was read.
+    pub(crate) fn run(self) -> Result<BytesMut, Error> {
+        match std::fs::metadata(&self.path) {
+            Ok(metadata) if Identity::of(&metadata) == self.identity => {}
+            Ok(_) => return Err(Error::LogChanged(LogChange::Replaced)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Error::LogChanged(LogChange::Removed))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let len = self.file.metadata()?.len();
+        if len < self.read_end {
+            return Err(Error::LogChanged(LogChange::Shrunk {
+                len,
+                read: self.read_end,
+            }));
+        }
+        if len > self.read_end && !self.recent.is_empty() {
+            // About to read on: the bytes before must be the ones already read, or
+            // the file was cut and has grown again past the read offset.
+            let window_start = self.read_end - self.recent.len() as u64;
+            let mut now = vec![0u8; self.recent.len()];
+            read_exact_at(&self.file, &mut now, window_start)?;
+            if let Some(at) = now.iter().zip(&self.recent[..]).position(|(a, b)| a != b) {
+                return Err(Error::LogChanged(LogChange::Rewritten {
+                    offset: window_start + at as u64,
+                }));
+            }
+        }
+        Ok(self.recent)
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset)? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
