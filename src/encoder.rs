@@ -345,6 +345,12 @@ impl LogEncoder {
     /// One record compressed as RocksDB's writer does: the record is one zstd frame,
     /// taken from the compressor a chunk (at most a block's payload) at a time; every
     /// chunk starts a new fragment where the previous one ended, even mid-block.
+    ///
+    /// Like RocksDB's writer, a chunk that ends with 7 to 10 bytes left in a block of
+    /// a recyclable WAL leaves a zero trailer inside the record; RocksDB 7.8.3's
+    /// reader takes those zeros for a type-0 header and reports "error in middle of
+    /// record" (checked with its ldb). Rare: the record must start 18 to 21 bytes
+    /// before a block end and its frame span more than one chunk.
     #[cfg(feature = "zstd")]
     fn encode_compressed(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
         let header_size = self.format.header_size();
