@@ -170,10 +170,14 @@ impl WriterOptions {
     /// the log's length, and [`open`](Self::open) cuts what a crash leaves behind,
     /// a record cut short inside the zeros included.
     ///
-    /// Do not combine with a [`LogTailer`](crate::LogTailer) following the live
-    /// file: a follower reads the zeros ahead of the writer as zero fill and skips
-    /// to the next block, missing the records written there later. Replicate from
-    /// the writer's positions instead, or leave preallocation off.
+    /// A live preallocated file cannot be followed or checked from outside while
+    /// it is written: a [`LogTailer`](crate::LogTailer) that read the zeros ahead
+    /// of the writer fails with [`Error::LogChanged`](crate::Error::LogChanged)
+    /// once the writer fills them in (it never skips the records written there),
+    /// and `walcodec verify` on the live file notes that its result is for a live
+    /// log (a read that overtakes the writer may see a record's later fragments but
+    /// not its start). Replicate from the writer's positions instead, or leave
+    /// preallocation off for a followed file.
     ///
     /// A value below [`BLOCK_SIZE`](crate::BLOCK_SIZE) is rounded up to it.
     pub fn preallocate(&mut self, bytes: u64) -> &mut Self {
@@ -492,6 +496,21 @@ impl AsyncLogWriter {
     ///
     /// Errors as [`append`](Self::append); on an error none of the records is known to
     /// be durable. An empty batch returns at once.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use walcodec::AsyncLogWriter;
+    ///
+    /// let log = AsyncLogWriter::create(dir.path().join("000001.log")).await?;
+    /// // A transaction's records, next to each other in the log, durable together.
+    /// let positions = log.append_batch([&b"begin"[..], b"put k v", b"commit"]).await?;
+    /// assert_eq!(positions[1].start, positions[0].end);
+    /// log.close().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn append_batch<I>(&self, records: I) -> Result<Vec<Position>, Error>
     where
         I: IntoIterator,
@@ -523,6 +542,24 @@ impl AsyncLogWriter {
     }
 
     /// Resolves once every record appended before this call is durable.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use walcodec::AsyncLogWriter;
+    ///
+    /// let log = AsyncLogWriter::create(dir.path().join("000001.log")).await?;
+    /// // Many records without waiting for each one's sync, then one sync for all.
+    /// for i in 0..100u32 {
+    ///     log.append_buffered(i.to_le_bytes()).await?;
+    /// }
+    /// log.sync().await?;
+    /// assert_eq!(log.stats().records, 100);
+    /// # log.close().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn sync(&self) -> Result<(), Error> {
         let shared = &self.handle.shared;
         let done = {
