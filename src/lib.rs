@@ -52,6 +52,7 @@
 //! |---|---|
 //! | `cli` | the `walcodec` command-line tool (dump, verify, stat, repair, cat, write, tail) |
 //! | `crc-fast` | fragment checksums through the `crc-fast` crate: the same bytes, about twice the crc throughput from 1 KiB records up on x86-64 |
+//! | `zstd` | RocksDB's WAL compression: `LogFormat::zstd` writes compressed WALs, `compression::RecordInflater` inflates their records within a limit (builds libzstd: needs a C compiler) |
 //!
 //! None is on by default: the library depends on tokio, tokio-util, bytes, crc32c,
 //! futures and thiserror only.
