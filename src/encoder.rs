@@ -1,12 +1,163 @@
-//! `LogEncoder`: frames records into 32 KiB blocks exactly as LevelDB's `log::Writer`.
+//! `LogEncoder`: frames records into 32 KiB blocks exactly as LevelDB's `log::Writer`,
+//! or as RocksDB's (recyclable headers, WAL compression) when built so.
 
 use bytes::{BufMut, BytesMut};
 use tokio_util::codec::Encoder;
 
 use crate::format::{fragment_header, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+use crate::fragment::{
+    legacy_header, recyclable_header, Dialect, Part, LEGACY_HEADER_SIZE, RECYCLABLE_HEADER_SIZE,
+};
+use crate::metadata::{MetadataError, PredecessorWalInfo, TimestampSize};
 use crate::Error;
 
-/// Encodes records in the LevelDB log format, byte for byte as LevelDB's writer does.
+/// How a writer frames records: LevelDB's format (the default), or one of RocksDB's
+/// WAL formats.
+///
+/// | format                         | headers | first record        | data fragments |
+/// |--------------------------------|---------|---------------------|----------------|
+/// | `LogFormat::leveldb()`         | 7       | —                   | types 1–4      |
+/// | `.recyclable(n)`               | 11      | —                   | types 5–8, log `n` |
+/// | `.zstd()` (feature `zstd`)     | 7 or 11 | type 9 (7-byte header) | one zstd frame per record |
+///
+/// RocksDB writes a recyclable WAL when `recycle_log_file_num > 0`, and a compressed
+/// one with `wal_compression = kZSTD`. A RocksDB WAL without either is LevelDB's
+/// format.
+///
+/// ```
+/// use walcodec::{Dialect, LogFormat};
+///
+/// let format = LogFormat::leveldb().recyclable(12);
+/// assert_eq!(format.log_number(), Some(12));
+/// assert_eq!(format.dialect(), Dialect::RocksDb);
+/// assert_eq!(LogFormat::default().dialect(), Dialect::LevelDb);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct LogFormat {
+    recycle_log_number: Option<u64>,
+    zstd: bool,
+}
+
+impl LogFormat {
+    /// LevelDB's format (also RocksDB's default WAL format).
+    pub const fn leveldb() -> LogFormat {
+        LogFormat {
+            recycle_log_number: None,
+            zstd: false,
+        }
+    }
+
+    /// RocksDB's recyclable format: 11-byte headers carrying the low 32 bits of
+    /// `log_number`, the number of the WAL (`NNNNNN.log`), which readers check.
+    #[must_use]
+    pub const fn recyclable(mut self, log_number: u64) -> LogFormat {
+        self.recycle_log_number = Some(log_number);
+        self
+    }
+
+    /// RocksDB's WAL compression (`kZSTD`): a type-9 record first, then each record
+    /// as one zstd frame (content size and checksum in it) over its fragments.
+    #[cfg(feature = "zstd")]
+    #[must_use]
+    pub const fn zstd(mut self) -> LogFormat {
+        self.zstd = true;
+        self
+    }
+
+    /// The log number recyclable headers carry; `None` for legacy headers.
+    pub const fn log_number(&self) -> Option<u64> {
+        self.recycle_log_number
+    }
+
+    /// Whether records are compressed with zstd.
+    pub const fn is_compressed(&self) -> bool {
+        self.zstd
+    }
+
+    /// The dialect a reader needs for this format.
+    pub const fn dialect(&self) -> Dialect {
+        if self.recycle_log_number.is_some() || self.zstd {
+            Dialect::RocksDb
+        } else {
+            Dialect::LevelDb
+        }
+    }
+
+    /// The header size of data fragments: 7, or 11 when recyclable.
+    pub const fn header_size(&self) -> usize {
+        if self.recycle_log_number.is_some() {
+            RECYCLABLE_HEADER_SIZE
+        } else {
+            LEGACY_HEADER_SIZE
+        }
+    }
+}
+
+/// Configures a [`LogEncoder`]: its [`LogFormat`] and where in the log it starts.
+///
+/// ```
+/// use bytes::BytesMut;
+/// use walcodec::LogEncoder;
+///
+/// let mut encoder = LogEncoder::builder().recyclable(12).build();
+/// let mut log = BytesMut::new();
+/// let position = encoder.encode_record(b"foo", &mut log);
+/// assert_eq!((position.start, position.end), (0, 14));
+/// assert_eq!(&log[4..11], b"\x03\x00\x05\x0c\x00\x00\x00");
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct LogEncoderBuilder {
+    format: LogFormat,
+    offset: u64,
+}
+
+impl LogEncoderBuilder {
+    /// The format to write (default: LevelDB's).
+    pub fn format(&mut self, format: LogFormat) -> &mut Self {
+        self.format = format;
+        self
+    }
+
+    /// Write RocksDB's recyclable format for log `log_number`; see
+    /// [`LogFormat::recyclable`].
+    pub fn recyclable(&mut self, log_number: u64) -> &mut Self {
+        self.format = self.format.recyclable(log_number);
+        self
+    }
+
+    /// Compress records as RocksDB's `wal_compression = kZSTD`; see
+    /// [`LogFormat::zstd`].
+    #[cfg(feature = "zstd")]
+    pub fn zstd(&mut self) -> &mut Self {
+        self.format = self.format.zstd();
+        self
+    }
+
+    /// Continue a log already `len` bytes long (default 0: a new log). A compressed
+    /// log writes its type-9 record only when it starts at 0.
+    pub fn offset(&mut self, len: u64) -> &mut Self {
+        self.offset = len;
+        self
+    }
+
+    /// The encoder.
+    pub fn build(&self) -> LogEncoder {
+        LogEncoder {
+            offset: self.offset,
+            format: self.format,
+            #[cfg(feature = "zstd")]
+            compressor: self
+                .format
+                .is_compressed()
+                .then(|| crate::compression::RecordCompressor::new(self.format.header_size())),
+        }
+    }
+}
+
+/// Encodes records in the LevelDB log format, byte for byte as LevelDB's writer does,
+/// or in RocksDB's WAL formats, byte for byte as RocksDB's writer does (see
+/// [`LogEncoder::builder`] and [`LogFormat`]).
 ///
 /// The encoder remembers where in the current block it is, so the bytes it produces
 /// over many calls form one valid log however they are later split into writes.
@@ -24,19 +175,35 @@ use crate::Error;
 #[derive(Debug, Clone, Default)]
 pub struct LogEncoder {
     offset: u64,
+    format: LogFormat,
+    #[cfg(feature = "zstd")]
+    compressor: Option<crate::compression::RecordCompressor>,
 }
 
 impl LogEncoder {
     /// An encoder for a new, empty log.
     pub fn new() -> LogEncoder {
-        LogEncoder { offset: 0 }
+        LogEncoder::default()
+    }
+
+    /// A builder, to write one of RocksDB's formats or to start at an offset.
+    pub fn builder() -> LogEncoderBuilder {
+        LogEncoderBuilder::default()
     }
 
     /// An encoder that continues a log already `len` bytes long (LevelDB's
     /// `Writer(dest, dest_length)`): the next record is aligned as if this encoder had
     /// written those bytes.
     pub fn with_offset(len: u64) -> LogEncoder {
-        LogEncoder { offset: len }
+        LogEncoder {
+            offset: len,
+            ..LogEncoder::default()
+        }
+    }
+
+    /// The format this encoder writes.
+    pub fn format(&self) -> LogFormat {
+        self.format
     }
 
     /// The logical length of the log so far: where the next byte will go.
@@ -50,19 +217,34 @@ impl LogEncoder {
     }
 
     /// How many bytes encoding a record of `len` bytes would add right now.
+    ///
+    /// Exact for an uncompressed format. For a compressed one the size depends on
+    /// the bytes: this is an upper bound, from zstd's bound on its output.
     pub fn encoded_len(&self, len: usize) -> usize {
+        let header_size = self.format.header_size();
         let mut block_offset = self.block_offset();
-        let mut left = len;
         let mut total = 0;
+        let mut left = len;
+        if self.format.is_compressed() {
+            if self.offset == 0 {
+                total += COMPRESSION_RECORD_LEN;
+                block_offset += COMPRESSION_RECORD_LEN;
+            }
+            // Each chunk of compressor output may start a fragment mid-block: at
+            // most one more header, and a trailer, per chunk.
+            let bound = compressed_len_bound(len);
+            let chunks = bound / (BLOCK_SIZE - header_size) + 1;
+            left = bound + chunks * (2 * header_size);
+        }
         loop {
             let leftover = BLOCK_SIZE - block_offset;
-            if leftover < HEADER_SIZE {
+            if leftover < header_size {
                 total += leftover;
                 block_offset = 0;
             }
-            let fragment = left.min(BLOCK_SIZE - block_offset - HEADER_SIZE);
-            total += HEADER_SIZE + fragment;
-            block_offset += HEADER_SIZE + fragment;
+            let fragment = left.min(BLOCK_SIZE - block_offset - header_size);
+            total += header_size + fragment;
+            block_offset += header_size + fragment;
             left -= fragment;
             if left == 0 {
                 return total;
@@ -73,6 +255,9 @@ impl LogEncoder {
     /// Appends one record to `dst` and returns where it sits in the log.
     #[inline]
     pub fn encode_record(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
+        if self.format != LogFormat::leveldb() {
+            return self.encode_rocksdb(record, dst);
+        }
         let fragment_len = HEADER_SIZE + record.len();
         if fragment_len <= BLOCK_SIZE - self.block_offset() {
             // The common case: the record fits in the current block as one FULL
@@ -124,6 +309,237 @@ impl LogEncoder {
             }
         }
     }
+
+    /// One record in a RocksDB format, as `log::Writer::AddRecord` writes it
+    /// (`db/log_writer.cc`).
+    fn encode_rocksdb(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
+        #[cfg(feature = "zstd")]
+        if self.compressor.is_some() {
+            return self.encode_compressed(record, dst);
+        }
+        let header_size = self.format.header_size();
+        dst.reserve(self.encoded_len(record.len()));
+        let mut left = record;
+        let mut begins = true;
+        let mut start = self.offset;
+        loop {
+            self.pad_block(header_size, dst);
+            let available = BLOCK_SIZE - self.block_offset() - header_size;
+            let (fragment, rest) = left.split_at(left.len().min(available));
+            let ends = rest.is_empty();
+            if begins {
+                start = self.offset;
+            }
+            self.put_fragment(Part::for_fragment(begins, ends), fragment, dst);
+            left = rest;
+            begins = false;
+            if ends {
+                return Position {
+                    start,
+                    end: self.offset,
+                };
+            }
+        }
+    }
+
+    /// One record compressed as RocksDB's writer does: the record is one zstd frame,
+    /// taken from the compressor a chunk (at most a block's payload) at a time; every
+    /// chunk starts a new fragment where the previous one ended, even mid-block.
+    ///
+    /// Like RocksDB's writer, a chunk that ends with 7 to 10 bytes left in a block of
+    /// a recyclable WAL leaves a zero trailer inside the record; RocksDB 7.8.3's
+    /// reader takes those zeros for a type-0 header and reports "error in middle of
+    /// record" (checked with its ldb). Rare: the record must start 18 to 21 bytes
+    /// before a block end and its frame span more than one chunk.
+    #[cfg(feature = "zstd")]
+    fn encode_compressed(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
+        let header_size = self.format.header_size();
+        if self.offset == 0 {
+            self.put_compression_record(dst);
+        }
+        let Some(mut compressor) = self.compressor.take() else {
+            unreachable!("encode_compressed runs only with a compressor");
+        };
+        compressor.start();
+        let mut begins = true;
+        let mut start = self.offset;
+        // The chunk in hand: `chunk[taken..]` is still to be written.
+        let (mut chunk_len, mut taken) = (0, 0);
+        let mut pending = 0;
+        let mut first_chunk = true;
+        loop {
+            self.pad_block(header_size, dst);
+            let available = BLOCK_SIZE - self.block_offset() - header_size;
+            if first_chunk || taken == chunk_len {
+                (chunk_len, pending) = compressor.next_chunk(record);
+                taken = 0;
+                if chunk_len == 0 && !first_chunk {
+                    // zstd said more was pending and then gave nothing: RocksDB
+                    // stops here too (without a LAST fragment).
+                    break;
+                }
+                first_chunk = false;
+            }
+            let fragment_len = (chunk_len - taken).min(available);
+            let ends = taken + fragment_len == chunk_len && pending == 0;
+            if begins {
+                start = self.offset;
+            }
+            let fragment = &compressor.chunk()[taken..taken + fragment_len];
+            self.put_fragment(Part::for_fragment(begins, ends), fragment, dst);
+            taken += fragment_len;
+            begins = false;
+            if taken == chunk_len && pending == 0 {
+                break;
+            }
+        }
+        self.compressor = Some(compressor);
+        Position {
+            start,
+            end: self.offset,
+        }
+    }
+
+    /// Appends RocksDB's user-defined timestamp-size record (type 10, or 11 with a
+    /// recyclable header): the timestamp sizes of column families that records after
+    /// it use. Returns where it sits; it is not a logical record.
+    ///
+    /// As RocksDB's writer, the record is never fragmented: when it does not fit in
+    /// the rest of the block, the rest of the block is zero-filled first (readers
+    /// skip it as zero fill). A compressed WAL gets its type-9 record first if the
+    /// log is empty.
+    ///
+    /// # Errors
+    /// [`MetadataError::ZeroTimestampSize`] for an entry of size 0 (RocksDB records
+    /// only timestamped column families, and its reader rejects size 0), and
+    /// [`MetadataError::TooManyEntries`] when the record would not fit in one block.
+    pub fn encode_timestamp_sizes(
+        &mut self,
+        sizes: &[TimestampSize],
+        dst: &mut BytesMut,
+    ) -> Result<Position, MetadataError> {
+        let max = (BLOCK_SIZE - self.format.header_size()) / TimestampSize::ENCODED_LEN;
+        if sizes.len() > max {
+            return Err(MetadataError::TooManyEntries {
+                len: sizes.len(),
+                max,
+            });
+        }
+        if let Some(zero) = sizes.iter().find(|entry| entry.timestamp_size == 0) {
+            return Err(MetadataError::ZeroTimestampSize {
+                column_family: zero.column_family,
+            });
+        }
+        let payload: Vec<u8> = sizes.iter().flat_map(|entry| entry.to_bytes()).collect();
+        Ok(self.encode_metadata(
+            crate::fragment::FragmentType::UserDefinedTimestampSize.as_u8(),
+            &payload,
+            dst,
+        ))
+    }
+
+    /// Appends RocksDB's predecessor-WAL record (type 130, or 131 with a recyclable
+    /// header), which RocksDB writes after the type-9 record when
+    /// `track_and_verify_wals` is on. Placed as
+    /// [`encode_timestamp_sizes`](Self::encode_timestamp_sizes) places its record.
+    pub fn encode_predecessor_wal_info(
+        &mut self,
+        info: &PredecessorWalInfo,
+        dst: &mut BytesMut,
+    ) -> Position {
+        self.encode_metadata(
+            crate::fragment::FragmentType::PredecessorWalInfo.as_u8(),
+            &info.to_payload(),
+            dst,
+        )
+    }
+
+    /// A metadata record of `legacy_type` (its recyclable type is the next byte),
+    /// whole in one block (`db/log_writer.cc`, `MaybeSwitchToNewBlock`).
+    fn encode_metadata(&mut self, legacy_type: u8, payload: &[u8], dst: &mut BytesMut) -> Position {
+        #[cfg(feature = "zstd")]
+        if self.compressor.is_some() && self.offset == 0 {
+            self.put_compression_record(dst);
+        }
+        let header_size = self.format.header_size();
+        let leftover = BLOCK_SIZE - self.block_offset();
+        if leftover < header_size + payload.len() {
+            dst.put_bytes(0, leftover);
+            self.offset += leftover as u64;
+        }
+        let start = self.offset;
+        match self.format.log_number() {
+            Some(log_number) => {
+                dst.put_slice(&recyclable_header(legacy_type + 1, log_number, payload))
+            }
+            None => dst.put_slice(&legacy_header(legacy_type, payload)),
+        }
+        dst.put_slice(payload);
+        self.offset += (header_size + payload.len()) as u64;
+        Position {
+            start,
+            end: self.offset,
+        }
+    }
+
+    /// RocksDB's type-9 record, at offset 0 of a compressed WAL: always a legacy
+    /// header, even in a recyclable WAL.
+    #[cfg(feature = "zstd")]
+    fn put_compression_record(&mut self, dst: &mut BytesMut) {
+        let payload = crate::metadata::WalCompressionType::Zstd.to_payload();
+        dst.put_slice(&legacy_header(
+            crate::fragment::FragmentType::SetCompressionType.as_u8(),
+            &payload,
+        ));
+        dst.put_slice(&payload);
+        self.offset += COMPRESSION_RECORD_LEN as u64;
+    }
+
+    /// Zero-fills the rest of the block when a header of `header_size` bytes does not
+    /// fit: 1 to 6 bytes, or 1 to 10 before a recyclable header.
+    fn pad_block(&mut self, header_size: usize, dst: &mut BytesMut) {
+        let leftover = BLOCK_SIZE - self.block_offset();
+        if leftover < header_size {
+            dst.put_bytes(0, leftover);
+            self.offset += leftover as u64;
+        }
+    }
+
+    /// A data fragment with this format's header.
+    fn put_fragment(&mut self, part: Part, payload: &[u8], dst: &mut BytesMut) {
+        let header_size = match self.format.log_number() {
+            Some(log_number) => {
+                dst.put_slice(&recyclable_header(
+                    part.type_byte(true),
+                    log_number,
+                    payload,
+                ));
+                RECYCLABLE_HEADER_SIZE
+            }
+            None => {
+                dst.put_slice(&legacy_header(part.type_byte(false), payload));
+                LEGACY_HEADER_SIZE
+            }
+        };
+        dst.put_slice(payload);
+        self.offset += (header_size + payload.len()) as u64;
+    }
+}
+
+/// Bytes of RocksDB's type-9 record: a legacy header and a fixed32.
+const COMPRESSION_RECORD_LEN: usize = LEGACY_HEADER_SIZE + 4;
+
+/// zstd's bound on the compressed size of `len` bytes (`ZSTD_COMPRESSBOUND`), plus
+/// the frame checksum; saturating, as `encoded_len` is only an estimate then.
+fn compressed_len_bound(len: usize) -> usize {
+    let small_input_margin = if len < 128 << 10 {
+        ((128 << 10) - len) >> 11
+    } else {
+        0
+    };
+    len.saturating_add(len >> 8)
+        .saturating_add(small_input_margin)
+        .saturating_add(4)
 }
 
 /// Records go in as byte slices: send `&record[..]` (or `record.as_ref()`) for a
@@ -160,6 +576,7 @@ impl Encoder<&[u8]> for LogEncoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fragment::RECYCLABLE_HEADER_SIZE;
 
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -222,5 +639,276 @@ mod tests {
                 assert_eq!(predicted, out.len(), "start {start} len {len}");
             }
         }
+    }
+
+    fn recyclable(offset: u64) -> LogEncoder {
+        LogEncoder::builder().recyclable(12).offset(offset).build()
+    }
+
+    #[test]
+    fn recyclable_fragments_carry_the_log_number() {
+        let mut out = BytesMut::new();
+        let position = recyclable(0).encode_record(b"foo", &mut out);
+        assert_eq!((position.start, position.end), (0, 14));
+        assert_eq!(&out[4..], b"\x03\x00\x05\x0c\x00\x00\x00foo");
+        let crc = crate::format::unmask(u32::from_le_bytes(out[..4].try_into().unwrap()));
+        assert_eq!(crc, crc32c::crc32c(&out[6..]));
+    }
+
+    #[test]
+    fn fewer_than_eleven_left_pads_a_recyclable_trailer() {
+        for left in 1..RECYCLABLE_HEADER_SIZE {
+            let mut out = BytesMut::new();
+            let position = recyclable((BLOCK_SIZE - left) as u64).encode_record(b"foo", &mut out);
+            assert_eq!(&out[..left], &vec![0u8; left][..], "{left}");
+            assert_eq!(out[left + 6], 5);
+            assert_eq!(position.start, BLOCK_SIZE as u64);
+        }
+    }
+
+    #[test]
+    fn eleven_left_gives_an_empty_recyclable_first() {
+        let mut out = BytesMut::new();
+        let position = recyclable((BLOCK_SIZE - 11) as u64).encode_record(b"y", &mut out);
+        assert_eq!(position.start, (BLOCK_SIZE - 11) as u64);
+        assert_eq!(&out[4..11], b"\x00\x00\x06\x0c\x00\x00\x00");
+        assert_eq!(&out[15..22], b"\x01\x00\x08\x0c\x00\x00\x00");
+        assert_eq!(out.len(), 11 + 12);
+        // An empty record there is one empty R-FULL.
+        let mut out = BytesMut::new();
+        recyclable((BLOCK_SIZE - 11) as u64).encode_record(b"", &mut out);
+        assert_eq!((out.len(), out[6]), (11, 5));
+    }
+
+    #[test]
+    fn recyclable_encoded_len_matches_output() {
+        for start in [
+            0usize,
+            100,
+            BLOCK_SIZE - 12,
+            BLOCK_SIZE - 11,
+            BLOCK_SIZE - 10,
+            BLOCK_SIZE - 1,
+        ] {
+            for len in [0usize, 1, 10, 11, 32757, 32758, 65514, 100_000] {
+                let mut encoder = recyclable(start as u64);
+                let predicted = encoder.encoded_len(len);
+                let mut out = BytesMut::new();
+                encoder.encode_record(&vec![7u8; len], &mut out);
+                assert_eq!(predicted, out.len(), "start {start} len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn leveldb_format_is_the_default() {
+        assert_eq!(LogEncoder::new().format(), LogFormat::leveldb());
+        let mut a = BytesMut::new();
+        let mut b = BytesMut::new();
+        for record in [&b"x"[..], &[9u8; 70_000][..], b""] {
+            LogEncoder::new().encode_record(record, &mut a);
+            LogEncoder::builder().build().encode_record(record, &mut b);
+        }
+        assert_eq!(a, b);
+    }
+
+    #[cfg(feature = "zstd")]
+    mod compressed {
+        use super::*;
+        use crate::fragment::{FragmentRules, Parsed};
+
+        fn fragments(log: &[u8], format: LogFormat) -> Vec<(usize, u8, usize)> {
+            let rules =
+                FragmentRules::new(Dialect::RocksDb).log_number(format.log_number().unwrap_or(0));
+            let mut pos = 0;
+            let mut out = Vec::new();
+            while pos < log.len() {
+                match rules.parse(&log[pos..], BLOCK_SIZE - pos % BLOCK_SIZE) {
+                    Parsed::Fragment(f) => {
+                        out.push((pos, f.type_byte(), f.len() - f.header_len()));
+                        pos += f.len();
+                    }
+                    Parsed::Trailer { len } | Parsed::ZeroFill { len } => pos += len,
+                    other => panic!("{other:?} at {pos}"),
+                }
+            }
+            out
+        }
+
+        #[test]
+        fn a_compression_record_first_then_one_frame_per_record() {
+            for format in [
+                LogFormat::leveldb().zstd(),
+                LogFormat::leveldb().recyclable(3).zstd(),
+            ] {
+                let mut encoder = LogEncoder::builder().format(format).build();
+                let mut log = BytesMut::new();
+                let first = encoder.encode_record(&[b'a'; 1000], &mut log);
+                let empty = encoder.encode_record(b"", &mut log);
+                assert_eq!(first.start, 11);
+                assert_eq!(&log[4..11], b"\x04\x00\x09\x07\x00\x00\x00");
+                let frags = fragments(&log, format);
+                assert_eq!(frags[0], (0, 9, 4));
+                let full = if format.log_number().is_some() { 5 } else { 1 };
+                assert_eq!(frags[1].1, full);
+                // An empty record: an empty FULL, no frame.
+                assert_eq!(frags[2], (empty.start as usize, full, 0));
+                let start = first.start as usize + format.header_size();
+                let frame = &log[start..start + frags[1].2];
+                assert_eq!(zstd::stream::decode_all(frame).unwrap(), vec![b'a'; 1000]);
+                // The frame declares its size and carries a checksum.
+                assert!(matches!(
+                    zstd::zstd_safe::get_frame_content_size(frame),
+                    Ok(Some(1000))
+                ));
+                assert!(frame[4] & 0x04 != 0, "checksum flag");
+            }
+        }
+
+        #[test]
+        fn fragments_restart_at_each_chunk_of_compressor_output() {
+            // Incompressible: the frame is larger than the record, over 3 blocks.
+            let mut record = vec![0u8; 70_000];
+            let mut x = 0x9e37_79b9u32;
+            for byte in &mut record {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                *byte = (x >> 24) as u8;
+            }
+            let format = LogFormat::leveldb().zstd();
+            let mut encoder = LogEncoder::builder().format(format).build();
+            let mut log = BytesMut::new();
+            encoder.encode_record(b"small", &mut log);
+            encoder.encode_record(&record, &mut log);
+            let frags = fragments(&log, format);
+            let types: Vec<u8> = frags.iter().map(|f| f.1).collect();
+            assert_eq!(types, [9, 1, 2, 3, 3, 3, 4]);
+            // The first chunk (32761 bytes) ends inside block 1, where a new
+            // fragment starts for the second chunk.
+            let first_chunk: usize = frags[2].2 + frags[3].2;
+            assert_eq!(first_chunk, BLOCK_SIZE - 7);
+            assert_eq!(
+                frags[4].0 % BLOCK_SIZE,
+                frags[3].0 % BLOCK_SIZE + 7 + frags[3].2
+            );
+            assert!(encoder.encoded_len(record.len()) >= log.len() - frags[2].0);
+            let frame: Vec<u8> = frags[2..]
+                .iter()
+                .flat_map(|&(pos, _, len)| log[pos + 7..pos + 7 + len].to_vec())
+                .collect();
+            assert_eq!(zstd::stream::decode_all(&frame[..]).unwrap(), record);
+        }
+
+        #[test]
+        fn a_clone_compresses_the_same() {
+            let mut encoder = LogEncoder::builder().zstd().build();
+            let mut a = BytesMut::new();
+            encoder.encode_record(b"one", &mut a);
+            let mut clone = encoder.clone();
+            let mut b = a.clone();
+            encoder.encode_record(&[5; 5000], &mut a);
+            clone.encode_record(&[5; 5000], &mut b);
+            assert_eq!(a, b);
+        }
+
+        #[test]
+        fn a_metadata_record_follows_the_compression_record() {
+            let info = PredecessorWalInfo {
+                log_number: 1,
+                size_bytes: 2,
+                last_sequence: 3,
+            };
+            let mut encoder = LogEncoder::builder().zstd().recyclable(5).build();
+            let mut out = BytesMut::new();
+            let position = encoder.encode_predecessor_wal_info(&info, &mut out);
+            assert_eq!((out[6], position.start, out[11 + 6]), (9, 11, 131));
+            let record = encoder.encode_record(b"data", &mut out);
+            assert_eq!(
+                (record.start, out[record.start as usize + 6]),
+                (position.end, 5)
+            );
+        }
+
+        #[test]
+        fn resuming_a_compressed_log_writes_no_second_compression_record() {
+            let mut out = BytesMut::new();
+            LogEncoder::builder()
+                .zstd()
+                .offset(500)
+                .build()
+                .encode_record(b"x", &mut out);
+            assert_eq!(out[6], 1);
+        }
+    }
+
+    #[test]
+    fn metadata_records_are_whole_in_one_block() {
+        use crate::fragment::{FragmentRules, FragmentType, Parsed};
+        let info = PredecessorWalInfo {
+            log_number: 7,
+            size_bytes: 100,
+            last_sequence: 9,
+        };
+        for (format, fragment_type) in [
+            (LogFormat::leveldb(), FragmentType::PredecessorWalInfo),
+            (
+                LogFormat::leveldb().recyclable(12),
+                FragmentType::RecyclablePredecessorWalInfo,
+            ),
+        ] {
+            let header_size = format.header_size();
+            // Exactly room for it, then one byte short: the rest of the block is zeros.
+            for (left, padded) in [(header_size + 24, 0), (header_size + 23, header_size + 23)] {
+                let mut encoder = LogEncoder::builder()
+                    .format(format)
+                    .offset((BLOCK_SIZE - left) as u64)
+                    .build();
+                let mut out = BytesMut::new();
+                let position = encoder.encode_predecessor_wal_info(&info, &mut out);
+                assert_eq!(position.start, (BLOCK_SIZE - left + padded) as u64);
+                assert!(out[..padded].iter().all(|&b| b == 0));
+                // After zero fill the record starts the next block.
+                let block_left = if padded > 0 { BLOCK_SIZE } else { left };
+                let rules = FragmentRules::new(Dialect::RocksDb).log_number(12);
+                let Parsed::Fragment(f) = rules.parse(&out[padded..], block_left) else {
+                    panic!("no fragment after {padded} bytes");
+                };
+                assert_eq!(f.fragment_type(), Some(fragment_type));
+                let payload = &out[padded..][f.payload_range()];
+                assert_eq!(PredecessorWalInfo::parse(payload), Ok(info));
+            }
+        }
+    }
+
+    #[test]
+    fn timestamp_sizes_are_checked_before_writing() {
+        let mut encoder = recyclable(0);
+        let mut out = BytesMut::new();
+        let sizes = [TimestampSize {
+            column_family: 3,
+            timestamp_size: 8,
+        }];
+        let position = encoder.encode_timestamp_sizes(&sizes, &mut out).unwrap();
+        assert_eq!((position.start, position.end, out[6]), (0, 17, 11));
+        let zero = [TimestampSize {
+            column_family: 4,
+            timestamp_size: 0,
+        }];
+        assert_eq!(
+            encoder.encode_timestamp_sizes(&zero, &mut out),
+            Err(MetadataError::ZeroTimestampSize { column_family: 4 })
+        );
+        let many = vec![sizes[0]; 5459];
+        assert!(encoder.encode_timestamp_sizes(&many, &mut out).is_ok());
+        let too_many = vec![sizes[0]; 5460];
+        assert_eq!(
+            encoder.encode_timestamp_sizes(&too_many, &mut out),
+            Err(MetadataError::TooManyEntries {
+                len: 5460,
+                max: 5459
+            })
+        );
+        assert_eq!(encoder.offset(), out.len() as u64);
     }
 }

@@ -141,6 +141,29 @@ pub fn fragment_crc(type_byte: u8, payload: &[u8]) -> u32 {
     digest.finalize() as u32
 }
 
+/// The unmasked crc32c of a recyclable (RocksDB) fragment: its type byte, the low 32
+/// bits of its log number (LE, as stored in the header), then its payload.
+#[cfg(not(feature = "crc-fast"))]
+#[inline]
+pub fn fragment_crc_recyclable(type_byte: u8, log_number: [u8; 4], payload: &[u8]) -> u32 {
+    let prefix = crc32c::crc32c_append(TYPE_CRC_SEEDS[type_byte as usize], &log_number);
+    crc32c::crc32c_append(prefix, payload)
+}
+
+/// The unmasked crc32c of a recyclable (RocksDB) fragment: its type byte, the low 32
+/// bits of its log number (LE, as stored in the header), then its payload.
+#[cfg(feature = "crc-fast")]
+#[inline]
+pub fn fragment_crc_recyclable(type_byte: u8, log_number: [u8; 4], payload: &[u8]) -> u32 {
+    let prefix = crc32c::crc32c_append(TYPE_CRC_SEEDS[type_byte as usize], &log_number);
+    let mut digest = crc_fast::Digest::new_with_init_state(
+        crc_fast::CrcAlgorithm::Crc32Iscsi,
+        u64::from(!prefix),
+    );
+    digest.update(payload);
+    digest.finalize() as u32
+}
+
 /// The unmasked crc32c of a fragment as it lies in a log: `type_and_payload` is the
 /// header's last byte (the type) and the payload after it.
 ///
@@ -248,6 +271,19 @@ mod tests {
                 crc32c::crc32c(&[byte, b'a', b'b', b'c'])
             );
         }
+    }
+
+    #[test]
+    fn recyclable_crc_covers_type_log_number_and_payload() {
+        let number = 0x0102_0304u32.to_le_bytes();
+        assert_eq!(
+            fragment_crc_recyclable(5, number, b"abc"),
+            crc32c::crc32c(&[5, 4, 3, 2, 1, b'a', b'b', b'c'])
+        );
+        assert_eq!(
+            fragment_crc_recyclable(7, [0; 4], b""),
+            crc32c::crc32c(&[7, 0, 0, 0, 0])
+        );
     }
 
     #[test]

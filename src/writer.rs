@@ -90,6 +90,7 @@ pub struct WriterOptions {
     idle_spin: Duration,
     preallocate: u64,
     max_record_bytes: usize,
+    format: crate::LogFormat,
 }
 
 impl Default for WriterOptions {
@@ -101,6 +102,7 @@ impl Default for WriterOptions {
             idle_spin: DEFAULT_IDLE_SPIN,
             preallocate: 0,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            format: crate::LogFormat::leveldb(),
         }
     }
 }
@@ -198,6 +200,17 @@ impl WriterOptions {
         self
     }
 
+    /// The format records are written in (default LevelDB's): e.g.
+    /// `LogFormat::leveldb().recyclable(log_number)` for a RocksDB recyclable WAL; see
+    /// [`LogFormat`](crate::LogFormat). With a RocksDB format, [`open`](Self::open)
+    /// refuses an existing non-empty file for now (its repair scan reads LevelDB's
+    /// format); [`create`](Self::create) a new log, or use
+    /// [`from_file`](Self::from_file) on a log known to be intact.
+    pub fn format(&mut self, format: crate::LogFormat) -> &mut Self {
+        self.format = format;
+        self
+    }
+
     /// Creates a new, empty log at `path` (failing if the file exists) and syncs its
     /// directory so the new name survives a crash.
     pub async fn create(&self, path: impl AsRef<Path>) -> Result<AsyncLogWriter, Error> {
@@ -242,6 +255,15 @@ impl WriterOptions {
                     .write(true)
                     .open(path)
                     .await?;
+                if self.format != crate::LogFormat::leveldb() && file.metadata().await?.len() > 0 {
+                    // The repair scan reads LevelDB's format: it would take a RocksDB
+                    // WAL's fragments for damage, and might cut them as a torn tail.
+                    return Err(Error::Io(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "appending to an existing RocksDB-format log is not supported yet; \
+                         use create for a new log",
+                    )));
+                }
                 // What a crash or power cut can leave after the last sync: at most
                 // the queue and the batch being written (with a writer's defaults
                 // at least), plus the block they end in.
@@ -316,7 +338,7 @@ impl WriterOptions {
         allocated: u64,
     ) -> Result<AsyncLogWriter, Error> {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State::new(len)),
+            state: Mutex::new(State::new(len, self.format)),
             wake: Condvar::new(),
             queued: AtomicBool::new(false),
             idle_spin: self.idle_spin,
@@ -905,9 +927,9 @@ struct State {
 }
 
 impl State {
-    fn new(len: u64) -> State {
+    fn new(len: u64, format: crate::LogFormat) -> State {
         State {
-            encoder: LogEncoder::with_offset(len),
+            encoder: LogEncoder::builder().format(format).offset(len).build(),
             buf: BytesMut::new(),
             buf_start: len,
             pending: VecDeque::new(),

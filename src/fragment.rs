@@ -1,0 +1,1124 @@
+//! The one fragment layer: what lies at a position of a log, by every header rule of
+//! the LevelDB format and of RocksDB's dialect.
+//!
+//! Record assembly, recovery policy and decompression sit above this module; it only
+//! says what the bytes at the current offset are. [`FragmentRules::parse`] is pure and
+//! allocation-free: given the bytes available at the current offset and how many are
+//! left in the block, it returns a [`Parsed`]:
+//!
+//! | outcome                         | consumes                  | a reader                 |
+//! |---------------------------------|---------------------------|--------------------------|
+//! | [`Parsed::Fragment`]            | `fragment.len()`          | uses it                  |
+//! | [`Parsed::Trailer`]             | the rest of the block     | skips it silently        |
+//! | [`Parsed::ZeroFill`]            | the rest of the block     | skips it silently        |
+//! | [`Parsed::Incomplete`]          | nothing yet               | waits; at EOF a torn tail |
+//! | [`Parsed::Defect`]              | [`Defect::len`]           | reports or ends the log  |
+//!
+//! The checks run in the order RocksDB's `ReadPhysicalRecord` runs them (LevelDB's
+//! is the same without the recyclable steps), so every reader built on this layer
+//! draws the same line between data, padding and damage:
+//!
+//! 1. fewer than 7 bytes left in the block: a trailer;
+//! 2. a recyclable type (RocksDB): 11 bytes needed; fewer left in the block is a
+//!    trailer too (RocksDB's reader reads on into the next block);
+//! 3. type 0, length 0: zero fill;
+//! 4. header + length past the block: a bad length (once the block is complete);
+//! 5. recyclable with another log number: an old fragment, before the checksum;
+//! 6. checksum mismatch (when verified);
+//! 7. a fragment.
+//!
+//! A reader keeps one [`FragmentRules`] per log and, at each position, hands
+//! `parse` what it has buffered:
+//!
+//! - `Fragment`: the payload is `bytes[fragment.payload_range()]`; consume
+//!   `fragment.len()`; [`Fragment::part`] drives record assembly, a metadata
+//!   [`FragmentType`] goes to [`crate::metadata`], no type is "unknown record type"
+//!   unless [`Fragment::is_ignorable`];
+//! - `Trailer`, `ZeroFill`: skip `len` bytes (a RocksDB recyclable writer leaves
+//!   7–10 zero bytes, which read as `ZeroFill` with `len` < 11; RocksDB's reader
+//!   reports them as "error in middle of record" when a record is open);
+//! - `Incomplete`: read more (reserve `needed`); at EOF a torn tail, with the header
+//!   when it was whole (RocksDB: "truncated record body", else "truncated header");
+//! - `Defect`: drop [`Defect::len`] bytes and apply the recovery policy.
+//!
+//! ```
+//! use walcodec::fragment::{FragmentRules, FragmentType, Parsed};
+//! use walcodec::{Dialect, LogEncoder, BLOCK_SIZE};
+//!
+//! let mut log = bytes::BytesMut::new();
+//! LogEncoder::builder().recyclable(12).build().encode_record(b"hello", &mut log);
+//!
+//! let rules = FragmentRules::new(Dialect::RocksDb).log_number(12);
+//! match rules.parse(&log, BLOCK_SIZE) {
+//!     Parsed::Fragment(fragment) => {
+//!         assert_eq!(fragment.fragment_type(), Some(FragmentType::RecyclableFull));
+//!         assert_eq!(fragment.header_len(), 11);
+//!         assert_eq!(&log[fragment.payload_range()], b"hello");
+//!     }
+//!     other => panic!("{other:?}"),
+//! }
+//! ```
+
+use std::ops::Range;
+
+use crate::format::{fragment_crc_in_place, fragment_crc_recyclable, mask, unmask, BLOCK_SIZE};
+
+/// Size of a legacy fragment header (LevelDB's, and RocksDB's types 0–4, 9, 10, 130).
+pub const LEGACY_HEADER_SIZE: usize = 7;
+
+/// Size of a recyclable fragment header (RocksDB's types 5–8, 11, 131): the legacy
+/// header followed by the low 32 bits of the log number, LE.
+pub const RECYCLABLE_HEADER_SIZE: usize = 11;
+
+/// Which engine's log format a log is read or written in.
+///
+/// The type byte alone cannot tell the dialects apart (RocksDB and Pebble give types
+/// 9–11 different meanings), so readers are told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Dialect {
+    /// LevelDB's format: types 0–4, 7-byte headers; any other type is unknown.
+    #[default]
+    LevelDb,
+    /// RocksDB's WAL: LevelDB's types plus recyclable fragments (types 5–8, 11-byte
+    /// headers carrying the log number), the compression-type record (9), metadata
+    /// records (10, 11, 130, 131), and unknown types with bit 7 set ignorable.
+    RocksDb,
+}
+
+/// A fragment type byte with a meaning in some [`Dialect`].
+///
+/// Richer than [`RecordType`](crate::RecordType), which stays LevelDB's five types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FragmentType {
+    /// 0: preallocated space; a type-0 fragment with a payload is unknown.
+    Zero,
+    /// 1: a whole record.
+    Full,
+    /// 2: the first fragment of a record.
+    First,
+    /// 3: an interior fragment of a record.
+    Middle,
+    /// 4: the last fragment of a record.
+    Last,
+    /// 5: a whole record, recyclable header.
+    RecyclableFull,
+    /// 6: the first fragment of a record, recyclable header.
+    RecyclableFirst,
+    /// 7: an interior fragment of a record, recyclable header.
+    RecyclableMiddle,
+    /// 8: the last fragment of a record, recyclable header.
+    RecyclableLast,
+    /// 9: RocksDB's `kSetCompressionType`: the WAL's compression (always a legacy
+    /// header); see [`crate::metadata::WalCompressionType`].
+    SetCompressionType,
+    /// 10: RocksDB's user-defined timestamp sizes; see
+    /// [`crate::metadata::TimestampSizes`].
+    UserDefinedTimestampSize,
+    /// 11: the same, recyclable header.
+    RecyclableUserDefinedTimestampSize,
+    /// 130: RocksDB's predecessor WAL info; see [`crate::metadata::PredecessorWalInfo`].
+    PredecessorWalInfo,
+    /// 131: the same, recyclable header.
+    RecyclablePredecessorWalInfo,
+}
+
+/// The record-assembly role of a data fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Part {
+    /// A whole record.
+    Full,
+    /// Begins a record.
+    First,
+    /// Continues a record.
+    Middle,
+    /// Ends a record.
+    Last,
+}
+
+impl Part {
+    /// The part a writer gives a fragment, by whether it begins and/or ends its record.
+    #[inline]
+    pub const fn for_fragment(begins_record: bool, ends_record: bool) -> Part {
+        match (begins_record, ends_record) {
+            (true, true) => Part::Full,
+            (true, false) => Part::First,
+            (false, false) => Part::Middle,
+            (false, true) => Part::Last,
+        }
+    }
+
+    /// LevelDB's type for this part (FULL, FIRST, MIDDLE or LAST).
+    #[inline]
+    pub const fn record_type(self) -> crate::RecordType {
+        match self {
+            Part::Full => crate::RecordType::Full,
+            Part::First => crate::RecordType::First,
+            Part::Middle => crate::RecordType::Middle,
+            Part::Last => crate::RecordType::Last,
+        }
+    }
+
+    /// The data type byte for this part: 1–4, or 5–8 when `recyclable`.
+    #[inline]
+    pub const fn type_byte(self, recyclable: bool) -> u8 {
+        let legacy = self.record_type().as_u8();
+        if recyclable {
+            legacy + 4
+        } else {
+            legacy
+        }
+    }
+}
+
+impl FragmentType {
+    /// The type for `byte` in `dialect`, or `None` for a byte the dialect does not
+    /// define (an unknown type).
+    #[inline]
+    pub const fn from_u8(byte: u8, dialect: Dialect) -> Option<FragmentType> {
+        let fragment_type = match byte {
+            0 => FragmentType::Zero,
+            1 => FragmentType::Full,
+            2 => FragmentType::First,
+            3 => FragmentType::Middle,
+            4 => FragmentType::Last,
+            _ => {
+                if !matches!(dialect, Dialect::RocksDb) {
+                    return None;
+                }
+                match byte {
+                    5 => FragmentType::RecyclableFull,
+                    6 => FragmentType::RecyclableFirst,
+                    7 => FragmentType::RecyclableMiddle,
+                    8 => FragmentType::RecyclableLast,
+                    9 => FragmentType::SetCompressionType,
+                    10 => FragmentType::UserDefinedTimestampSize,
+                    11 => FragmentType::RecyclableUserDefinedTimestampSize,
+                    130 => FragmentType::PredecessorWalInfo,
+                    131 => FragmentType::RecyclablePredecessorWalInfo,
+                    _ => return None,
+                }
+            }
+        };
+        Some(fragment_type)
+    }
+
+    /// The type byte as written in a header.
+    #[inline]
+    pub const fn as_u8(self) -> u8 {
+        match self {
+            FragmentType::Zero => 0,
+            FragmentType::Full => 1,
+            FragmentType::First => 2,
+            FragmentType::Middle => 3,
+            FragmentType::Last => 4,
+            FragmentType::RecyclableFull => 5,
+            FragmentType::RecyclableFirst => 6,
+            FragmentType::RecyclableMiddle => 7,
+            FragmentType::RecyclableLast => 8,
+            FragmentType::SetCompressionType => 9,
+            FragmentType::UserDefinedTimestampSize => 10,
+            FragmentType::RecyclableUserDefinedTimestampSize => 11,
+            FragmentType::PredecessorWalInfo => 130,
+            FragmentType::RecyclablePredecessorWalInfo => 131,
+        }
+    }
+
+    /// Whether the header carries the log number (11 bytes instead of 7).
+    #[inline]
+    pub const fn is_recyclable(self) -> bool {
+        matches!(
+            self,
+            FragmentType::RecyclableFull
+                | FragmentType::RecyclableFirst
+                | FragmentType::RecyclableMiddle
+                | FragmentType::RecyclableLast
+                | FragmentType::RecyclableUserDefinedTimestampSize
+                | FragmentType::RecyclablePredecessorWalInfo
+        )
+    }
+
+    /// The header size of a fragment of this type.
+    #[inline]
+    pub const fn header_size(self) -> usize {
+        if self.is_recyclable() {
+            RECYCLABLE_HEADER_SIZE
+        } else {
+            LEGACY_HEADER_SIZE
+        }
+    }
+
+    /// The record-assembly role of a data fragment (types 1–8); `None` for zero and
+    /// metadata types.
+    #[inline]
+    pub const fn part(self) -> Option<Part> {
+        match self {
+            FragmentType::Full | FragmentType::RecyclableFull => Some(Part::Full),
+            FragmentType::First | FragmentType::RecyclableFirst => Some(Part::First),
+            FragmentType::Middle | FragmentType::RecyclableMiddle => Some(Part::Middle),
+            FragmentType::Last | FragmentType::RecyclableLast => Some(Part::Last),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a metadata record (types 9, 10, 11, 130, 131): never part of a
+    /// logical record, and never fragmented.
+    #[inline]
+    pub const fn is_metadata(self) -> bool {
+        matches!(
+            self,
+            FragmentType::SetCompressionType
+                | FragmentType::UserDefinedTimestampSize
+                | FragmentType::RecyclableUserDefinedTimestampSize
+                | FragmentType::PredecessorWalInfo
+                | FragmentType::RecyclablePredecessorWalInfo
+        )
+    }
+}
+
+/// Whether `type_byte` takes an 11-byte header in `dialect`: RocksDB's 5–8, 11 and
+/// 131 (as its current reader decides; 7.8.3's knew only 5–8).
+#[inline]
+pub const fn is_recyclable_type(type_byte: u8, dialect: Dialect) -> bool {
+    matches!(dialect, Dialect::RocksDb) && matches!(type_byte, 5..=8 | 11 | 131)
+}
+
+/// A fragment header as stored; only the fields are read, nothing is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FragmentHeader {
+    /// The stored (masked) checksum.
+    pub checksum: u32,
+    /// The payload length.
+    pub length: u16,
+    /// The type byte.
+    pub type_byte: u8,
+    /// The stored log number (its low 32 bits) of a recyclable header; `None` for a
+    /// legacy one.
+    pub log_number: Option<u32>,
+}
+
+impl FragmentHeader {
+    /// The header's size in bytes: 7, or 11 with a log number.
+    #[inline]
+    pub const fn len(&self) -> usize {
+        if self.log_number.is_some() {
+            RECYCLABLE_HEADER_SIZE
+        } else {
+            LEGACY_HEADER_SIZE
+        }
+    }
+
+    /// Never true: a header has at least 7 bytes.
+    #[inline]
+    pub const fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Header and payload: the bytes the fragment occupies.
+    #[inline]
+    pub const fn fragment_len(&self) -> usize {
+        self.len() + self.length as usize
+    }
+
+    /// Whether this is what preallocated (zero-filled) space reads as: type 0 and
+    /// length 0.
+    #[inline]
+    pub const fn is_zero_fill(&self) -> bool {
+        self.type_byte == 0 && self.length == 0
+    }
+}
+
+/// A complete fragment at the start of the parsed bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fragment {
+    header: FragmentHeader,
+    fragment_type: Option<FragmentType>,
+    /// An unknown type that the dialect lets readers skip silently.
+    ignorable: bool,
+}
+
+impl Fragment {
+    /// The header as stored.
+    #[inline]
+    pub const fn header(&self) -> FragmentHeader {
+        self.header
+    }
+
+    /// The type, or `None` when the dialect does not define the type byte (the
+    /// reader reports "unknown record type", unless [`Fragment::is_ignorable`]).
+    #[inline]
+    pub const fn fragment_type(&self) -> Option<FragmentType> {
+        self.fragment_type
+    }
+
+    /// The record-assembly role of a data fragment.
+    #[inline]
+    pub const fn part(&self) -> Option<Part> {
+        match self.fragment_type {
+            Some(t) => t.part(),
+            None => None,
+        }
+    }
+
+    /// The type byte.
+    #[inline]
+    pub const fn type_byte(&self) -> u8 {
+        self.header.type_byte
+    }
+
+    /// The stored log number of a recyclable fragment (low 32 bits).
+    #[inline]
+    pub const fn log_number(&self) -> Option<u32> {
+        self.header.log_number
+    }
+
+    /// Header size: 7 or 11.
+    #[inline]
+    pub const fn header_len(&self) -> usize {
+        self.header.len()
+    }
+
+    /// Bytes the fragment occupies (header and payload).
+    #[inline]
+    pub const fn len(&self) -> usize {
+        self.header.fragment_len()
+    }
+
+    /// Never true: a fragment has a header.
+    #[inline]
+    pub const fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Where the payload lies in the parsed bytes.
+    #[inline]
+    pub const fn payload_range(&self) -> Range<usize> {
+        self.header.len()..self.header.fragment_len()
+    }
+
+    /// Whether a RocksDB reader skips this unknown type silently: bit 7 set
+    /// (RocksDB 9.11+, `kRecordTypeSafeIgnoreMask`). Always false for a known type
+    /// and in the LevelDB dialect, which reports every unknown type.
+    #[inline]
+    pub const fn is_ignorable(&self) -> bool {
+        self.ignorable
+    }
+}
+
+/// Damage at the parsed position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Defect {
+    /// The length field runs past the end of the block, which is complete. Readers
+    /// drop the rest of the block ("bad record length").
+    BadLength {
+        /// The header.
+        header: FragmentHeader,
+        /// Bytes from the header to the end of the block.
+        block_left: usize,
+    },
+    /// A recyclable fragment with another log number: left from an earlier use of
+    /// the file. RocksDB checks this before the checksum and consumes the fragment;
+    /// a recycled log ends here.
+    OldLogNumber {
+        /// The fragment (checksum not verified).
+        fragment: Fragment,
+    },
+    /// The stored checksum does not match. Readers drop the rest of the block.
+    ChecksumMismatch {
+        /// The fragment as its header describes it.
+        fragment: Fragment,
+        /// Bytes from the header to the end of the block.
+        block_left: usize,
+    },
+}
+
+impl Defect {
+    /// Bytes a reader drops for this defect: the rest of the block, or the old
+    /// fragment.
+    #[inline]
+    pub const fn len(&self) -> usize {
+        match *self {
+            Defect::BadLength { block_left, .. } | Defect::ChecksumMismatch { block_left, .. } => {
+                block_left
+            }
+            Defect::OldLogNumber { fragment } => fragment.len(),
+        }
+    }
+
+    /// Never true: every defect covers at least a header.
+    #[inline]
+    pub const fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The header at the damaged position.
+    #[inline]
+    pub const fn header(&self) -> FragmentHeader {
+        match *self {
+            Defect::BadLength { header, .. } => header,
+            Defect::OldLogNumber { fragment } | Defect::ChecksumMismatch { fragment, .. } => {
+                fragment.header
+            }
+        }
+    }
+}
+
+/// What lies at the parsed position. See the [module documentation](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Parsed {
+    /// A complete fragment whose checksum matches (or is not verified).
+    Fragment(Fragment),
+    /// The end of a block too short for a header: `len` bytes (the rest of the
+    /// block) that writers fill with zeros.
+    Trailer {
+        /// Bytes to the end of the block.
+        len: usize,
+    },
+    /// A type-0, length-0 header: preallocated space, or (RocksDB, `len` < 11) the
+    /// 7–10 zero bytes a recyclable writer leaves at a block's end. Readers skip the
+    /// rest of the block silently.
+    ZeroFill {
+        /// Bytes to the end of the block, the header included.
+        len: usize,
+    },
+    /// The bytes end before the answer: `needed` bytes from the position are
+    /// needed. At the end of the log this is a torn tail: a header cut short
+    /// (`header` is `None`), or a payload or block cut short.
+    Incomplete {
+        /// Bytes needed from the position.
+        needed: usize,
+        /// The header, when all of it is there.
+        header: Option<FragmentHeader>,
+    },
+    /// Damage.
+    Defect(Defect),
+}
+
+impl Parsed {
+    /// The header at the position, when one was read whole.
+    #[inline]
+    pub const fn fragment_header(&self) -> Option<FragmentHeader> {
+        match *self {
+            Parsed::Fragment(fragment) => Some(fragment.header),
+            Parsed::Incomplete { header, .. } => header,
+            Parsed::Defect(defect) => Some(defect.header()),
+            Parsed::Trailer { .. } | Parsed::ZeroFill { .. } => None,
+        }
+    }
+}
+
+/// The header rules of one log: its dialect, the log number recyclable fragments
+/// must carry, and whether checksums are verified. Cheap to copy; build once per log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FragmentRules {
+    dialect: Dialect,
+    log_number: u32,
+    verify_checksums: bool,
+}
+
+impl Default for FragmentRules {
+    fn default() -> Self {
+        FragmentRules::new(Dialect::LevelDb)
+    }
+}
+
+impl FragmentRules {
+    /// The rules of `dialect`, with checksums verified and log number 0.
+    #[inline]
+    pub const fn new(dialect: Dialect) -> FragmentRules {
+        FragmentRules {
+            dialect,
+            log_number: 0,
+            verify_checksums: true,
+        }
+    }
+
+    /// The log's number, which its recyclable fragments carry. Only the low 32 bits
+    /// are stored in a header, so only those are compared (as Pebble does; RocksDB
+    /// compares all 64 and takes every fragment of a log numbered 2^32 or more as
+    /// old).
+    #[inline]
+    #[must_use]
+    pub const fn log_number(mut self, log_number: u64) -> FragmentRules {
+        self.log_number = log_number as u32;
+        self
+    }
+
+    /// Whether checksums are verified (default true).
+    #[inline]
+    #[must_use]
+    pub const fn verify_checksums(mut self, verify: bool) -> FragmentRules {
+        self.verify_checksums = verify;
+        self
+    }
+
+    /// The dialect.
+    #[inline]
+    pub const fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// What lies at the start of `bytes`, the bytes available at a position with
+    /// `block_left` bytes left in its block (1 to [`BLOCK_SIZE`]; `bytes` may hold
+    /// more than the block). Pure: the caller consumes what the answer says.
+    #[inline]
+    pub fn parse(&self, bytes: &[u8], block_left: usize) -> Parsed {
+        debug_assert!((1..=BLOCK_SIZE).contains(&block_left));
+        if block_left < LEGACY_HEADER_SIZE {
+            return Parsed::Trailer { len: block_left };
+        }
+        let Some(legacy) = bytes.get(..LEGACY_HEADER_SIZE) else {
+            return Parsed::Incomplete {
+                needed: LEGACY_HEADER_SIZE,
+                header: None,
+            };
+        };
+        let checksum = u32::from_le_bytes([legacy[0], legacy[1], legacy[2], legacy[3]]);
+        let length = u16::from_le_bytes([legacy[4], legacy[5]]);
+        let type_byte = legacy[6];
+
+        let mut header = FragmentHeader {
+            checksum,
+            length,
+            type_byte,
+            log_number: None,
+        };
+        if is_recyclable_type(type_byte, self.dialect) {
+            if block_left < RECYCLABLE_HEADER_SIZE {
+                // RocksDB's reader takes a block end too short for this header as
+                // a trailer and reads on in the next block.
+                return Parsed::Trailer { len: block_left };
+            }
+            let Some(number) = bytes.get(LEGACY_HEADER_SIZE..RECYCLABLE_HEADER_SIZE) else {
+                return Parsed::Incomplete {
+                    needed: RECYCLABLE_HEADER_SIZE,
+                    header: None,
+                };
+            };
+            header.log_number = Some(u32::from_le_bytes([
+                number[0], number[1], number[2], number[3],
+            ]));
+        }
+
+        if header.is_zero_fill() {
+            return Parsed::ZeroFill { len: block_left };
+        }
+        let fragment_len = header.fragment_len();
+        if fragment_len > block_left {
+            if bytes.len() < block_left {
+                // Perhaps a write torn at the end of the log: only a complete block
+                // makes this a bad length.
+                return Parsed::Incomplete {
+                    needed: block_left,
+                    header: Some(header),
+                };
+            }
+            return Parsed::Defect(Defect::BadLength { header, block_left });
+        }
+        if bytes.len() < fragment_len {
+            return Parsed::Incomplete {
+                needed: fragment_len,
+                header: Some(header),
+            };
+        }
+        let fragment_type = FragmentType::from_u8(type_byte, self.dialect);
+        let fragment = Fragment {
+            header,
+            fragment_type,
+            ignorable: fragment_type.is_none()
+                && type_byte & 0x80 != 0
+                && matches!(self.dialect, Dialect::RocksDb),
+        };
+        if let Some(number) = header.log_number {
+            if number != self.log_number {
+                return Parsed::Defect(Defect::OldLogNumber { fragment });
+            }
+        }
+        if self.verify_checksums
+            // The stored checksum covers everything from the type byte on: type and
+            // payload, with the log number between them in a recyclable header.
+            && fragment_crc_in_place(&bytes[LEGACY_HEADER_SIZE - 1..fragment_len])
+                != unmask(checksum)
+        {
+            return Parsed::Defect(Defect::ChecksumMismatch {
+                fragment,
+                block_left,
+            });
+        }
+        Parsed::Fragment(fragment)
+    }
+}
+
+/// What the first fragments of a log say about how it was written; see [`sniff`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sniffed {
+    /// The dialect to read it in.
+    pub dialect: Dialect,
+    /// The log number (low 32 bits) of a recyclable first data fragment, intact.
+    pub log_number: Option<u32>,
+    /// Whether it starts with RocksDB's compression-type record (type 9).
+    pub compressed: bool,
+}
+
+/// Tells a RocksDB WAL from a LevelDB log by its start (the first block, or as much
+/// of it as there is): RocksDB's dialect when the log starts with an intact
+/// recyclable fragment, or with an intact type-9 record (then the fragment after it
+/// tells whether it is recyclable too). Checksums are verified whatever the log
+/// number, which is reported.
+///
+/// ```
+/// use walcodec::fragment::sniff;
+/// use walcodec::{Dialect, LogEncoder};
+///
+/// let mut log = bytes::BytesMut::new();
+/// LogEncoder::builder().recyclable(14).build().encode_record(b"x", &mut log);
+/// let sniffed = sniff(&log);
+/// assert_eq!((sniffed.dialect, sniffed.log_number), (Dialect::RocksDb, Some(14)));
+///
+/// let mut log = bytes::BytesMut::new();
+/// LogEncoder::new().encode_record(b"x", &mut log);
+/// assert_eq!(sniff(&log).dialect, Dialect::LevelDb);
+/// ```
+pub fn sniff(log_start: &[u8]) -> Sniffed {
+    let mut sniffed = Sniffed {
+        dialect: Dialect::LevelDb,
+        log_number: None,
+        compressed: false,
+    };
+    let mut at = 0;
+    if let Some((FragmentType::SetCompressionType, len)) = intact_fragment(log_start) {
+        sniffed.dialect = Dialect::RocksDb;
+        sniffed.compressed = true;
+        at = len;
+    }
+    if let Some(rest) = log_start.get(at..) {
+        if let Some((fragment_type, _)) = intact_fragment(rest) {
+            if fragment_type.is_recyclable() {
+                sniffed.dialect = Dialect::RocksDb;
+                sniffed.log_number =
+                    Some(u32::from_le_bytes([rest[7], rest[8], rest[9], rest[10]]));
+            }
+        }
+    }
+    sniffed
+}
+
+/// The type and length of an intact RocksDB fragment at the start of `bytes`, its
+/// checksum verified whatever its log number.
+fn intact_fragment(bytes: &[u8]) -> Option<(FragmentType, usize)> {
+    let type_byte = *bytes.get(LEGACY_HEADER_SIZE - 1)?;
+    let fragment_type = FragmentType::from_u8(type_byte, Dialect::RocksDb)?;
+    let length = usize::from(u16::from_le_bytes([*bytes.get(4)?, *bytes.get(5)?]));
+    let fragment_len = fragment_type.header_size() + length;
+    let stored = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?);
+    let covered = bytes.get(LEGACY_HEADER_SIZE - 1..fragment_len)?;
+    (fragment_type != FragmentType::Zero && fragment_crc_in_place(covered) == unmask(stored))
+        .then_some((fragment_type, fragment_len))
+}
+
+/// Builds a legacy (7-byte) header for a fragment of type `type_byte`.
+#[inline]
+pub fn legacy_header(type_byte: u8, payload: &[u8]) -> [u8; LEGACY_HEADER_SIZE] {
+    debug_assert!(payload.len() <= BLOCK_SIZE - LEGACY_HEADER_SIZE);
+    let checksum = mask(crate::format::fragment_crc(type_byte, payload)).to_le_bytes();
+    let length = (payload.len() as u16).to_le_bytes();
+    [
+        checksum[0],
+        checksum[1],
+        checksum[2],
+        checksum[3],
+        length[0],
+        length[1],
+        type_byte,
+    ]
+}
+
+/// Builds a recyclable (11-byte) header for a fragment of type `type_byte` in log
+/// `log_number` (its low 32 bits are stored and checksummed).
+#[inline]
+pub fn recyclable_header(
+    type_byte: u8,
+    log_number: u64,
+    payload: &[u8],
+) -> [u8; RECYCLABLE_HEADER_SIZE] {
+    debug_assert!(payload.len() <= BLOCK_SIZE - RECYCLABLE_HEADER_SIZE);
+    let number = (log_number as u32).to_le_bytes();
+    let checksum = mask(fragment_crc_recyclable(type_byte, number, payload)).to_le_bytes();
+    let length = (payload.len() as u16).to_le_bytes();
+    [
+        checksum[0],
+        checksum[1],
+        checksum[2],
+        checksum[3],
+        length[0],
+        length[1],
+        type_byte,
+        number[0],
+        number[1],
+        number[2],
+        number[3],
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::fragment_header;
+    use crate::RecordType;
+
+    const LEVELDB: FragmentRules = FragmentRules::new(Dialect::LevelDb);
+    const ROCKSDB: FragmentRules = FragmentRules::new(Dialect::RocksDb).log_number(12);
+
+    fn legacy(type_byte: u8, payload: &[u8]) -> Vec<u8> {
+        let mut bytes = legacy_header(type_byte, payload).to_vec();
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
+    fn recyclable(type_byte: u8, log_number: u64, payload: &[u8]) -> Vec<u8> {
+        let mut bytes = recyclable_header(type_byte, log_number, payload).to_vec();
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
+    fn fragment(parsed: Parsed) -> Fragment {
+        match parsed {
+            Parsed::Fragment(fragment) => fragment,
+            other => panic!("not a fragment: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn legacy_header_is_the_format_modules() {
+        assert_eq!(
+            legacy_header(1, b"foo"),
+            fragment_header(RecordType::Full, b"foo")
+        );
+        assert_eq!(legacy(1, b"foo"), b"\xdd\x5f\xb3\x7a\x03\x00\x01foo");
+    }
+
+    #[test]
+    fn a_legacy_fragment_in_both_dialects() {
+        let bytes = legacy(1, b"foo");
+        for rules in [LEVELDB, ROCKSDB] {
+            let f = fragment(rules.parse(&bytes, BLOCK_SIZE));
+            assert_eq!(f.fragment_type(), Some(FragmentType::Full));
+            assert_eq!(f.part(), Some(Part::Full));
+            assert_eq!((f.header_len(), f.len()), (7, 10));
+            assert_eq!(&bytes[f.payload_range()], b"foo");
+            assert_eq!(f.log_number(), None);
+        }
+    }
+
+    #[test]
+    fn fewer_than_seven_bytes_left_is_a_trailer() {
+        for rules in [LEVELDB, ROCKSDB] {
+            for left in 1..LEGACY_HEADER_SIZE {
+                assert_eq!(rules.parse(&[], left), Parsed::Trailer { len: left });
+                assert_eq!(rules.parse(&[1; 20], left), Parsed::Trailer { len: left });
+            }
+        }
+    }
+
+    #[test]
+    fn a_header_cut_short_needs_more() {
+        let bytes = legacy(1, b"foo");
+        for cut in 0..LEGACY_HEADER_SIZE {
+            assert_eq!(
+                LEVELDB.parse(&bytes[..cut], BLOCK_SIZE),
+                Parsed::Incomplete {
+                    needed: 7,
+                    header: None
+                }
+            );
+        }
+        let bytes = recyclable(5, 12, b"foo");
+        for cut in 7..RECYCLABLE_HEADER_SIZE {
+            assert_eq!(
+                ROCKSDB.parse(&bytes[..cut], BLOCK_SIZE),
+                Parsed::Incomplete {
+                    needed: 11,
+                    header: None
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_payload_cut_short_needs_more() {
+        let bytes = recyclable(5, 12, b"hello");
+        match ROCKSDB.parse(&bytes[..13], BLOCK_SIZE) {
+            Parsed::Incomplete {
+                needed: 16,
+                header: Some(header),
+            } => {
+                assert_eq!(header.length, 5);
+                assert_eq!(header.log_number, Some(12));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn recyclable_fragments_carry_the_log_number_in_the_checksum() {
+        for (type_byte, part) in [
+            (5, Part::Full),
+            (6, Part::First),
+            (7, Part::Middle),
+            (8, Part::Last),
+        ] {
+            let bytes = recyclable(type_byte, 12, b"payload");
+            assert_eq!(bytes.len(), 18);
+            assert_eq!(&bytes[7..11], &12u32.to_le_bytes());
+            let stored = u32::from_le_bytes(bytes[..4].try_into().unwrap());
+            assert_eq!(unmask(stored), crc32c::crc32c(&bytes[6..]));
+            let f = fragment(ROCKSDB.parse(&bytes, BLOCK_SIZE));
+            assert_eq!(f.part(), Some(part));
+            assert_eq!(f.log_number(), Some(12));
+            assert_eq!(f.header_len(), 11);
+            assert_eq!(&bytes[f.payload_range()], b"payload");
+            assert_eq!(
+                Part::for_fragment(
+                    part == Part::Full || part == Part::First,
+                    part == Part::Full || part == Part::Last
+                ),
+                part
+            );
+            assert_eq!(part.type_byte(true), type_byte);
+        }
+    }
+
+    #[test]
+    fn leveldb_reads_a_recyclable_fragment_as_a_damaged_legacy_one() {
+        let bytes = recyclable(5, 12, b"payload");
+        match LEVELDB.parse(&bytes, BLOCK_SIZE) {
+            Parsed::Defect(Defect::ChecksumMismatch {
+                fragment,
+                block_left,
+            }) => {
+                assert_eq!(fragment.header_len(), 7);
+                assert_eq!(fragment.fragment_type(), None);
+                assert_eq!(block_left, BLOCK_SIZE);
+            }
+            other => panic!("{other:?}"),
+        }
+        let f = fragment(LEVELDB.verify_checksums(false).parse(&bytes, BLOCK_SIZE));
+        assert_eq!(f.fragment_type(), None);
+        assert!(!f.is_ignorable());
+    }
+
+    #[test]
+    fn another_log_number_is_old_before_the_checksum_is_looked_at() {
+        let mut bytes = recyclable(5, 10, b"stale");
+        bytes[0] ^= 0xff;
+        match ROCKSDB.parse(&bytes, BLOCK_SIZE) {
+            Parsed::Defect(defect @ Defect::OldLogNumber { fragment }) => {
+                assert_eq!(fragment.log_number(), Some(10));
+                assert_eq!(defect.len(), 16);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_the_low_32_bits_of_the_log_number_are_compared() {
+        let rules = FragmentRules::new(Dialect::RocksDb).log_number((1 << 32) + 12);
+        let bytes = recyclable(5, (1 << 32) + 12, b"x");
+        assert_eq!(&bytes[7..11], &12u32.to_le_bytes());
+        fragment(rules.parse(&bytes, BLOCK_SIZE));
+        fragment(ROCKSDB.parse(&bytes, BLOCK_SIZE));
+    }
+
+    #[test]
+    fn a_recyclable_type_with_fewer_than_eleven_left_is_a_trailer() {
+        let bytes = recyclable(6, 12, b"");
+        for left in 7..RECYCLABLE_HEADER_SIZE {
+            assert_eq!(ROCKSDB.parse(&bytes, left), Parsed::Trailer { len: left });
+        }
+        let f = fragment(ROCKSDB.parse(&bytes, 11));
+        assert_eq!(f.part(), Some(Part::First));
+        assert_eq!(f.len(), 11);
+    }
+
+    #[test]
+    fn the_zeros_a_recyclable_writer_leaves_are_zero_fill() {
+        for left in 7..RECYCLABLE_HEADER_SIZE {
+            assert_eq!(
+                ROCKSDB.parse(&[0; 10][..left], left),
+                Parsed::ZeroFill { len: left }
+            );
+        }
+    }
+
+    #[test]
+    fn a_zero_header_is_zero_fill_to_the_block_end() {
+        for rules in [LEVELDB, ROCKSDB] {
+            assert_eq!(rules.parse(&[0; 7], 1000), Parsed::ZeroFill { len: 1000 });
+            // Only type and length count: a checksum left by a torn header does not.
+            assert_eq!(
+                rules.parse(&[9, 9, 9, 9, 0, 0, 0], 1000),
+                Parsed::ZeroFill { len: 1000 }
+            );
+        }
+    }
+
+    #[test]
+    fn type_zero_with_a_payload_is_a_fragment_without_a_part() {
+        let bytes = legacy(0, b"ab");
+        let f = fragment(ROCKSDB.parse(&bytes, BLOCK_SIZE));
+        assert_eq!(f.fragment_type(), Some(FragmentType::Zero));
+        assert_eq!(f.part(), None);
+    }
+
+    #[test]
+    fn a_length_past_the_block_is_bad_once_the_block_is_there() {
+        let bytes = legacy(1, &[7; 100]);
+        assert_eq!(
+            LEVELDB.parse(&bytes[..50], 60),
+            Parsed::Incomplete {
+                needed: 60,
+                header: LEVELDB.parse(&bytes, BLOCK_SIZE).fragment_header()
+            }
+        );
+        match LEVELDB.parse(&bytes, 60) {
+            Parsed::Defect(defect @ Defect::BadLength { header, block_left }) => {
+                assert_eq!((header.length, block_left, defect.len()), (100, 60, 60));
+            }
+            other => panic!("{other:?}"),
+        }
+        let bytes = recyclable(5, 12, &[7; 100]);
+        assert!(matches!(
+            ROCKSDB.parse(&bytes, 110),
+            Parsed::Defect(Defect::BadLength {
+                block_left: 110,
+                ..
+            })
+        ));
+        fragment(ROCKSDB.parse(&bytes, 111));
+    }
+
+    #[test]
+    fn a_bad_length_comes_before_an_old_log_number() {
+        let bytes = recyclable(5, 10, &[7; 100]);
+        assert!(matches!(
+            ROCKSDB.parse(&bytes, 110),
+            Parsed::Defect(Defect::BadLength { .. })
+        ));
+    }
+
+    #[test]
+    fn a_checksum_mismatch_unless_checksums_are_off() {
+        for (rules, mut bytes) in [
+            (LEVELDB, legacy(1, b"hello")),
+            (ROCKSDB, recyclable(5, 12, b"hello")),
+        ] {
+            let last = bytes.len() - 1;
+            bytes[last] ^= 1;
+            match rules.parse(&bytes, 500) {
+                Parsed::Defect(defect @ Defect::ChecksumMismatch { fragment, .. }) => {
+                    assert_eq!(defect.len(), 500);
+                    assert_eq!(defect.header(), fragment.header());
+                }
+                other => panic!("{other:?}"),
+            }
+            fragment(rules.verify_checksums(false).parse(&bytes, 500));
+        }
+    }
+
+    #[test]
+    fn metadata_types_and_their_header_sizes() {
+        let cases = [
+            (9, FragmentType::SetCompressionType, 7),
+            (10, FragmentType::UserDefinedTimestampSize, 7),
+            (11, FragmentType::RecyclableUserDefinedTimestampSize, 11),
+            (130, FragmentType::PredecessorWalInfo, 7),
+            (131, FragmentType::RecyclablePredecessorWalInfo, 11),
+        ];
+        for (type_byte, fragment_type, header_size) in cases {
+            let bytes = if header_size == 11 {
+                recyclable(type_byte, 12, &[1; 6])
+            } else {
+                legacy(type_byte, &[1; 6])
+            };
+            let f = fragment(ROCKSDB.parse(&bytes, BLOCK_SIZE));
+            assert_eq!(f.fragment_type(), Some(fragment_type));
+            assert!(fragment_type.is_metadata());
+            assert_eq!(f.part(), None);
+            assert_eq!(f.header_len(), header_size);
+            assert_eq!(fragment_type.header_size(), header_size);
+            // LevelDB knows none of them.
+            assert_eq!(FragmentType::from_u8(type_byte, Dialect::LevelDb), None);
+        }
+    }
+
+    #[test]
+    fn unknown_types_with_bit_7_are_ignorable_in_rocksdb_only() {
+        let bytes = legacy(200, b"meta");
+        let f = fragment(ROCKSDB.parse(&bytes, BLOCK_SIZE));
+        assert_eq!(f.fragment_type(), None);
+        assert!(f.is_ignorable());
+        assert!(!fragment(LEVELDB.parse(&bytes, BLOCK_SIZE)).is_ignorable());
+        let bytes = legacy(12, b"meta");
+        assert!(!fragment(ROCKSDB.parse(&bytes, BLOCK_SIZE)).is_ignorable());
+    }
+
+    #[test]
+    fn type_bytes_round_trip() {
+        for byte in 0..=255u8 {
+            for dialect in [Dialect::LevelDb, Dialect::RocksDb] {
+                if let Some(t) = FragmentType::from_u8(byte, dialect) {
+                    assert_eq!(t.as_u8(), byte);
+                    assert_eq!(t.is_recyclable(), is_recyclable_type(byte, dialect));
+                    if let Some(part) = t.part() {
+                        assert_eq!(part.type_byte(t.is_recyclable()), byte);
+                    }
+                }
+            }
+        }
+        assert_eq!(Part::Last.record_type(), RecordType::Last);
+    }
+
+    #[test]
+    fn never_panics_on_any_short_input() {
+        let bytes = recyclable(6, 12, &[3; 40]);
+        for rules in [LEVELDB, ROCKSDB, ROCKSDB.verify_checksums(false)] {
+            for left in 1..=60 {
+                for cut in 0..=bytes.len() {
+                    let _ = rules.parse(&bytes[..cut], left);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sniffing_the_start_of_a_log() {
+        let leveldb = legacy(1, b"hello");
+        assert_eq!(
+            sniff(&leveldb),
+            Sniffed {
+                dialect: Dialect::LevelDb,
+                log_number: None,
+                compressed: false
+            }
+        );
+        let recycled = recyclable(8, 77, b"tail");
+        assert_eq!(sniff(&recycled).log_number, Some(77));
+        // A damaged recyclable header says nothing.
+        let mut damaged = recycled.clone();
+        damaged[12] ^= 1;
+        assert_eq!(sniff(&damaged).dialect, Dialect::LevelDb);
+        let mut compressed = legacy(9, &[7, 0, 0, 0]);
+        let sniffed = sniff(&compressed);
+        assert_eq!(
+            (sniffed.dialect, sniffed.compressed, sniffed.log_number),
+            (Dialect::RocksDb, true, None)
+        );
+        compressed.extend_from_slice(&recyclable(5, 3, b"frame"));
+        assert_eq!(sniff(&compressed).log_number, Some(3));
+        for cut in 0..compressed.len() {
+            let _ = sniff(&compressed[..cut]);
+        }
+        assert_eq!(sniff(&[0; 100]).dialect, Dialect::LevelDb);
+    }
+}

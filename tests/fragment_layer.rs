@@ -1,0 +1,158 @@
+//! The fragment layer draws the same lines as today's readers: a walk built on
+//! `walcodec::fragment` reproduces `physical::Chunks` exactly, chunk for chunk, on
+//! LevelDB logs with any damage. This is the contract phase 2 relies on to put
+//! `Chunks` (and the decoder) on the fragment layer without changing behaviour.
+
+use bytes::BytesMut;
+use proptest::prelude::*;
+use walcodec::fragment::{Defect, FragmentRules, Parsed};
+use walcodec::physical::{Chunk, Chunks, Header};
+use walcodec::{Dialect, LogEncoder, BLOCK_SIZE};
+
+/// `physical::Chunks`, written on the fragment layer.
+fn chunks_via_fragments(bytes: &[u8], start: u64) -> Vec<Chunk<'_>> {
+    let rules = FragmentRules::new(Dialect::LevelDb);
+    let mut out = Vec::new();
+    let mut pos = 0;
+    let offset_of = |pos: usize| start + pos as u64;
+    while pos < bytes.len() {
+        let offset = offset_of(pos);
+        let block_left = BLOCK_SIZE - (offset % BLOCK_SIZE as u64) as usize;
+        let rest = &bytes[pos..];
+        let in_block = block_left.min(rest.len());
+        let legacy = |h: walcodec::fragment::FragmentHeader| Header {
+            checksum: h.checksum,
+            length: h.length,
+            type_byte: h.type_byte,
+        };
+        match rules.parse(rest, block_left) {
+            Parsed::Trailer { .. } => {
+                out.push(Chunk::Trailer {
+                    offset,
+                    bytes: &rest[..in_block],
+                });
+                pos += in_block;
+            }
+            Parsed::ZeroFill { .. } => {
+                out.push(Chunk::ZeroFill {
+                    offset,
+                    bytes: &rest[..in_block],
+                });
+                pos += in_block;
+            }
+            Parsed::Incomplete { header, .. } => {
+                out.push(Chunk::Torn {
+                    offset,
+                    header: header.map(legacy),
+                    bytes: rest,
+                });
+                pos = bytes.len();
+            }
+            Parsed::Defect(Defect::BadLength { header, block_left }) => {
+                out.push(Chunk::BadLength {
+                    offset,
+                    header: legacy(header),
+                    bytes: &rest[..block_left],
+                });
+                pos += block_left;
+            }
+            Parsed::Fragment(fragment) => {
+                out.push(Chunk::Fragment {
+                    offset,
+                    header: legacy(fragment.header()),
+                    payload: &rest[fragment.payload_range()],
+                    checksum_ok: true,
+                });
+                pos += fragment.len();
+            }
+            Parsed::Defect(Defect::ChecksumMismatch { fragment, .. }) => {
+                out.push(Chunk::Fragment {
+                    offset,
+                    header: legacy(fragment.header()),
+                    payload: &rest[fragment.payload_range()],
+                    checksum_ok: false,
+                });
+                pos += fragment.len();
+                // The rest of the block goes with it.
+                let left = block_left - fragment.len();
+                if left > 0 && pos < bytes.len() {
+                    let skipped = left.min(bytes.len() - pos);
+                    out.push(Chunk::Skipped {
+                        offset: offset_of(pos),
+                        bytes: &bytes[pos..pos + skipped],
+                    });
+                    pos += skipped;
+                }
+            }
+            Parsed::Defect(Defect::OldLogNumber { .. }) => unreachable!("LevelDB has none"),
+        }
+    }
+    out
+}
+
+fn log_of(sizes: &[usize], start: u64) -> BytesMut {
+    let mut encoder = LogEncoder::with_offset(start);
+    let mut log = BytesMut::new();
+    for (i, &len) in sizes.iter().enumerate() {
+        let record: Vec<u8> = (0..len).map(|j| (i * 31 + j) as u8).collect();
+        encoder.encode_record(&record, &mut log);
+    }
+    log
+}
+
+#[test]
+fn the_leveldb_vectors_walk_the_same() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut paths = vec![
+        root.join("leveldb-db/wal/000003.log"),
+        root.join("rocksdb-wal/default/000004.log"),
+    ];
+    for entry in std::fs::read_dir(root.join("writers")).unwrap() {
+        paths.push(entry.unwrap().path().join("000001.log"));
+    }
+    for path in paths {
+        let log = std::fs::read(&path).unwrap();
+        assert_eq!(
+            chunks_via_fragments(&log, 0),
+            Chunks::new(&log, 0).collect::<Vec<_>>(),
+            "{}",
+            path.display()
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn damaged_logs_walk_the_same(
+        sizes in prop::collection::vec(prop_oneof![0usize..40, 0usize..70_000], 1..8),
+        start_in_block in prop_oneof![Just(0usize), 0usize..BLOCK_SIZE],
+        damage in prop::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+        zeros in prop::collection::vec((any::<usize>(), 1usize..40_000), 0..3),
+        cut in any::<usize>(),
+    ) {
+        let start = (BLOCK_SIZE + start_in_block) as u64;
+        let mut log = log_of(&sizes, start).to_vec();
+        for (at, byte) in damage {
+            if !log.is_empty() {
+                let at = at % log.len();
+                log[at] = byte;
+            }
+        }
+        // Zeroed runs: preallocated space, torn writes.
+        for (at, len) in zeros {
+            if !log.is_empty() {
+                let at = at % log.len();
+                let end = (at + len).min(log.len());
+                log[at..end].fill(0);
+            }
+        }
+        let cut = if log.is_empty() { 0 } else { cut % (log.len() + 1) };
+        let log = &log[..cut];
+        prop_assert_eq!(
+            chunks_via_fragments(log, start),
+            Chunks::new(log, start).collect::<Vec<_>>()
+        );
+    }
+}
