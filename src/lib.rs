@@ -44,6 +44,7 @@ pub mod format;
 pub mod physical;
 mod reader;
 mod record_decoder;
+mod record_reader;
 pub mod recordio;
 mod repair;
 mod writer;
@@ -58,6 +59,7 @@ pub use error::{Corruption, CorruptionKind, Error, LogChange};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
 pub use record_decoder::LogRecordDecoder;
+pub use record_reader::RecordReader;
 pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
 pub use repair::{repair_log, scan_log, RepairOptions, TailScan};
 #[allow(deprecated)]
