@@ -45,6 +45,7 @@ pub mod physical;
 mod reader;
 mod record_decoder;
 mod record_reader;
+mod record_writer;
 pub mod recordio;
 mod repair;
 mod writer;
@@ -60,13 +61,14 @@ pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
 pub use record_decoder::LogRecordDecoder;
 pub use record_reader::RecordReader;
+pub use record_writer::{LogWriter, RecordWriter};
 pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
 pub use repair::{repair_log, scan_log, RepairOptions, TailScan};
 #[allow(deprecated)]
 pub use repair::{repair_log_with_limit, scan_log_with_limit};
 pub use writer::{
     AsyncLogWriter, WriterOptions, WriterStats, DEFAULT_IDLE_SPIN, DEFAULT_MAX_BATCH_BYTES,
-    DEFAULT_MAX_QUEUED_BYTES,
+    DEFAULT_MAX_QUEUED_BYTES, DEFAULT_STREAM_STALL_TIMEOUT,
 };
 
 /// Hooks for this crate's own tests (fault injection). Not a stable API.
