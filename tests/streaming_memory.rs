@@ -135,7 +135,7 @@ impl AsyncRead for Generator {
         let out = buf.initialize_unfilled_to(n);
         let mut i = 0;
         while i < n {
-            let word = splitmix(this.pos / 8 ^ this.seed).to_le_bytes();
+            let word = splitmix((this.pos / 8) ^ this.seed).to_le_bytes();
             let at = (this.pos % 8) as usize;
             let take = (8 - at).min(n - i);
             out[i..i + take].copy_from_slice(&word[at..at + take]);
