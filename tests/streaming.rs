@@ -492,3 +492,34 @@ proptest! {
         }
     }
 }
+
+#[tokio::test]
+async fn reader_dropped_before_damage_then_skip_corrupted_resumes_as_leveldb() {
+    let (records, mut log, fragments) = five_fragment_log();
+    log[fragments[2] + HEADER_SIZE + 10] ^= 0x55;
+    let (decoder, reports) = Config::LEVELDB.build();
+    let mut reader = LogReader::new(&log[..], decoder);
+
+    let mut first = Vec::new();
+    let mut record = reader.next_record_reader().await.unwrap().unwrap();
+    record.read_to_end(&mut first).await.unwrap();
+    assert!(first == records[0]);
+    drop(record);
+
+    // Dropped after one fragment: its rest (and the damage in it) is passed over.
+    let mut record = reader.next_record_reader().await.unwrap().unwrap();
+    assert_eq!(record.start(), fragments[0] as u64);
+    assert!(!record.fill_buf().await.unwrap().is_empty());
+    drop(record);
+
+    let mut last = Vec::new();
+    let mut record = reader.next_record_reader().await.unwrap().unwrap();
+    record.read_to_end(&mut last).await.unwrap();
+    assert!(last == records[2]);
+    drop(record);
+    assert!(reader.next_record_reader().await.is_none());
+
+    // The same reports as a whole-record read of the log.
+    let whole = decode_whole(&log, Config::LEVELDB);
+    assert_eq!(*reports.lock().unwrap(), whole.reports);
+}

@@ -76,7 +76,9 @@ impl AsyncLogWriter {
     /// the record's fragments were queued (or this future is dropped then), the log
     /// ends in a torn record: the writer is poisoned, as after a failed write, and
     /// [`AsyncLogWriter::open`] repairs the log on reopen. A source that fails
-    /// before its first 32 KiB leaves nothing behind.
+    /// before its first 32 KiB leaves nothing behind. [`close`](Self::close) while a
+    /// streamed append runs does not wait for it: the append's next fragment is
+    /// refused with [`Error::Closed`], with the same effect.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
