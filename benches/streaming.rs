@@ -12,7 +12,7 @@
 //!   have to be written out).
 //!
 //! ```text
-//! cargo bench --bench streaming -- --warm-up-time 1 --measurement-time 3
+//! cargo bench -p walcodec-benches --bench streaming -- --warm-up-time 1 --measurement-time 3
 //! ```
 
 use std::hint::black_box;

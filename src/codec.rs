@@ -9,6 +9,24 @@ use crate::{Error, LogDecoder, LogEncoder};
 /// [`Framed`](tokio_util::codec::Framed): both directions of a socket carry a log.
 ///
 /// Each direction keeps its own block offset.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use futures::{SinkExt, StreamExt};
+/// use tokio_util::codec::Framed;
+/// use walcodec::LogCodec;
+///
+/// let (a, b) = tokio::io::duplex(64 * 1024);
+/// let mut left = Framed::new(a, LogCodec::new());
+/// let mut right = Framed::new(b, LogCodec::new());
+/// left.send(b"ping".as_slice()).await?;
+/// assert_eq!(right.next().await.unwrap()?, &b"ping"[..]);
+/// right.send(b"pong".as_slice()).await?;
+/// assert_eq!(left.next().await.unwrap()?, &b"pong"[..]);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Default)]
 pub struct LogCodec {
     encoder: LogEncoder,

@@ -43,7 +43,33 @@ pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
 /// file grown ahead with zeros ([`WriterOptions::preallocate`](crate::WriterOptions::preallocate))
 /// the same crash leaves a fragment whose payload ends in zeros that run on to EOF,
 /// so it fails its checksum: with nothing but zeros after it, that is a torn tail too
-/// (`SkipCorrupted` still reports it, as LevelDB's reader does).
+/// (`SkipCorrupted` still reports it, as LevelDB's reader does). Only zeros that
+/// begin at a 512-byte sector boundary inside the fragment count: that is where a
+/// write can stop.
+///
+/// ```
+/// use tokio_util::codec::Decoder;
+/// use walcodec::{LogDecoder, LogEncoder, Recovery};
+///
+/// let mut log = bytes::BytesMut::new();
+/// LogEncoder::new().encode_record(b"complete", &mut log);
+/// LogEncoder::with_offset(log.len() as u64).encode_record(b"torn", &mut log);
+/// log.truncate(log.len() - 2); // the writer died mid-record
+///
+/// for recovery in Recovery::ALL {
+///     let mut decoder = LogDecoder::builder().recovery(recovery).build();
+///     let mut src = log.clone();
+///     let first = decoder.decode_eof(&mut src);
+///     if recovery == Recovery::AbsoluteConsistency {
+///         // A clean close was promised: a torn tail is an error.
+///         assert!(first.is_ok() && decoder.decode_eof(&mut src).is_err());
+///     } else {
+///         assert_eq!(first.unwrap().unwrap(), &b"complete"[..]);
+///         assert_eq!(decoder.decode_eof(&mut src).unwrap(), None);
+///         assert!(decoder.has_incomplete_tail());
+///     }
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Recovery {

@@ -40,11 +40,14 @@ pub enum Error {
         max: usize,
     },
 
-    /// An [`AsyncLogWriter`](crate::AsyncLogWriter) accepts no more appends because a
-    /// write or sync failed. Records from `offset` on may be missing or torn in the
-    /// file; reopening the log with [`AsyncLogWriter::open`](crate::AsyncLogWriter::open)
-    /// repairs it to a clean prefix.
-    #[error("log writer stopped by a failed write or sync at offset {offset}; reopen the log to repair it")]
+    /// An [`AsyncLogWriter`](crate::AsyncLogWriter) accepts no more appends because an
+    /// earlier write or sync failed. The call that gets it wrote nothing: no byte of
+    /// its records is in the file (the appends with bytes in the failed batch, a
+    /// record larger than a batch included, got [`Error::Io`] instead). Bytes from
+    /// `offset` on may be missing or torn in the file; reopening the log with
+    /// [`AsyncLogWriter::open`](crate::AsyncLogWriter::open) cuts them to a clean
+    /// prefix.
+    #[error("log writer stopped by an earlier failed write or sync at offset {offset}; nothing of this call was written; reopen the log to repair it")]
     Poisoned {
         /// Log offset where the failed batch began: every byte before it was synced.
         offset: u64,
@@ -63,6 +66,73 @@ pub enum Error {
     /// The [`AsyncLogWriter`](crate::AsyncLogWriter) was closed, or its flusher is gone.
     #[error("log writer is closed")]
     Closed,
+
+    /// A [`LogDir`](crate::LogDir) has segments on both sides of a missing number:
+    /// records were lost (a file deleted by hand, a bad copy). Nothing is repaired.
+    #[error("log directory is missing segment {}", crate::logdir::segment_name(*segment))]
+    MissingSegment {
+        /// The first missing segment number.
+        segment: u64,
+    },
+
+    /// A sealed segment of a [`LogDir`](crate::LogDir) (any but the last) is damaged
+    /// or does not end cleanly: only the last segment may end in a torn tail.
+    #[error("segment {} is damaged: {source}", crate::logdir::segment_name(*segment))]
+    BadSegment {
+        /// The segment's number.
+        segment: u64,
+        /// What is wrong with it.
+        #[source]
+        source: Box<Error>,
+    },
+
+    /// The segment a read needs was purged (or lies before the first segment).
+    #[error("segment {} was purged", crate::logdir::segment_name(*segment))]
+    Purged {
+        /// The segment's number.
+        segment: u64,
+    },
+
+    /// Records a reader had reached were removed under it (by
+    /// [`LogDir::truncate_after`](crate::LogDir::truncate_after), or a segment file
+    /// cut or replaced), so it stops rather than yield records that are gone.
+    #[error("log was truncated to {position} under a reader at {reader}")]
+    TruncatedUnderReader {
+        /// Where the log now ends (or the segment that was cut, at its new length).
+        position: crate::LogPosition,
+        /// Where the reader was.
+        reader: crate::LogPosition,
+    },
+
+    /// A position that does not name a record boundary of the log (past its end, in
+    /// a segment that does not exist, or inside a record).
+    #[error("invalid log position {position}: {reason}")]
+    InvalidPosition {
+        /// The position given.
+        position: crate::LogPosition,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+
+    /// Another [`LogDir`](crate::LogDir), in this process or another, holds the
+    /// directory's lock file.
+    #[error("log directory {} is locked by another writer", .path.display())]
+    Locked {
+        /// The directory.
+        path: std::path::PathBuf,
+    },
+
+    /// A [`LogDir`](crate::LogDir) accepts no more appends because a rotation, a
+    /// truncation or a write failed; records acknowledged before are durable.
+    /// Reopening the directory recovers it.
+    #[error("log directory stopped by a failure in segment {}; reopen it to recover", crate::logdir::segment_name(*segment))]
+    DirPoisoned {
+        /// The segment that was active.
+        segment: u64,
+        /// The failure.
+        #[source]
+        source: Arc<Error>,
+    },
 }
 
 /// How a followed log changed under its reader ([`Error::LogChanged`]).

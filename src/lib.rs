@@ -27,6 +27,29 @@
 //! Design goal: byte-identical output to LevelDB's writer, and a reader that takes
 //! any chunking of the bytes (files, sockets, pipes), bounds every allocation, and
 //! reports exactly what it drops.
+//!
+//! # Where to start
+//!
+//! - In memory or over any stream: [`LogEncoder`] and [`LogDecoder`] (or
+//!   [`LogRecordDecoder`], whose items carry their [`Position`]) with tokio-util's
+//!   `FramedWrite` / `FramedRead`; [`LogCodec`] for both directions of a socket.
+//! - Files: [`LogReader::open`], [`LogReader::open_at`] (from a checkpoint),
+//!   [`LogReader::open_range`] with [`split_ranges`] (parallel reads),
+//!   [`LogTailer`] (a live log).
+//! - Durable appends from many tasks: [`AsyncLogWriter`] (group commit).
+//! - Damage: [`Recovery`] modes, [`LogDecoderBuilder::on_corruption`] reports,
+//!   [`scan_log`] / [`repair_log`] for a torn tail.
+//! - Mesos RecordIO: [`RecordIoCodec`].
+//!
+//! # Cargo features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `cli` | the `walcodec` command-line tool (dump, verify, stat, repair, cat, write, tail) |
+//! | `crc-fast` | fragment checksums through the `crc-fast` crate: the same bytes, about twice the crc throughput from 1 KiB records up on x86-64 |
+//!
+//! None is on by default: the library depends on tokio, tokio-util, bytes, crc32c,
+//! futures and thiserror only.
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -41,6 +64,7 @@ mod decoder;
 mod encoder;
 mod error;
 pub mod format;
+mod logdir;
 pub mod physical;
 mod reader;
 mod record_decoder;
@@ -58,6 +82,10 @@ pub use decoder::{
 pub use encoder::LogEncoder;
 pub use error::{Corruption, CorruptionKind, Error, LogChange};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+pub use logdir::{
+    DirReader, DirRecord, LogDir, LogDirOptions, LogPosition, ParsePositionError,
+    DEFAULT_MAX_SEGMENT_BYTES,
+};
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
 pub use record_decoder::LogRecordDecoder;
 pub use record_reader::RecordReader;
@@ -71,8 +99,14 @@ pub use writer::{
     DEFAULT_MAX_QUEUED_BYTES, DEFAULT_STREAM_STALL_TIMEOUT,
 };
 
+// Every Rust snippet of the README is compiled (and, unless `no_run`, run) as a test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
+
 /// Hooks for this crate's own tests (fault injection). Not a stable API.
 #[doc(hidden)]
 pub mod testing {
+    pub use crate::logdir::{DirStorage, OsDirStorage};
     pub use crate::writer::{FileStorage, Storage};
 }

@@ -26,7 +26,8 @@
 //! # Failures
 //!
 //! A failed write or sync stops the writer for good (it is *poisoned*): the waiters of
-//! the failed batch get the I/O error, every record queued after it gets
+//! the failed batch get the I/O error (so does a record that begins in it and ends
+//! past it, being larger than a batch), every record queued after it gets
 //! [`Error::Poisoned`], and so does every later call. The writer then cuts the file
 //! back to where the batch began; if that fails too, [`AsyncLogWriter::open`] does it
 //! on reopen. Retrying a failed `fsync` is unsound (the kernel may have dropped the
@@ -45,7 +46,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::{oneshot, watch, Semaphore};
 
 pub use storage::{FileStorage, Storage};
 pub use stream::DEFAULT_STREAM_STALL_TIMEOUT;
@@ -172,10 +173,14 @@ impl WriterOptions {
     /// the log's length, and [`open`](Self::open) cuts what a crash leaves behind,
     /// a record cut short inside the zeros included.
     ///
-    /// Do not combine with a [`LogTailer`](crate::LogTailer) following the live
-    /// file: a follower reads the zeros ahead of the writer as zero fill and skips
-    /// to the next block, missing the records written there later. Replicate from
-    /// the writer's positions instead, or leave preallocation off.
+    /// A live preallocated file cannot be followed or checked from outside while
+    /// it is written: a [`LogTailer`](crate::LogTailer) that read the zeros ahead
+    /// of the writer fails with [`Error::LogChanged`](crate::Error::LogChanged)
+    /// once the writer fills them in (it never skips the records written there),
+    /// and `walcodec verify` on the live file notes that its result is for a live
+    /// log (a read that overtakes the writer may see a record's later fragments but
+    /// not its start). Replicate from the writer's positions instead, or leave
+    /// preallocation off for a followed file.
     ///
     /// A value below [`BLOCK_SIZE`](crate::BLOCK_SIZE) is rounded up to it.
     pub fn preallocate(&mut self, bytes: u64) -> &mut Self {
@@ -331,6 +336,7 @@ impl WriterOptions {
             stream_stall_timeout: self.stream_stall_timeout,
             stream_gate: tokio::sync::Mutex::new(()),
             stream_done: tokio::sync::Notify::new(),
+            durable_end: watch::channel(len).0,
         });
         let flusher = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -464,9 +470,13 @@ impl AsyncLogWriter {
     /// unknown until a later [`sync`](Self::sync).
     ///
     /// # Errors
-    /// - [`Error::Io`]: the write or sync of this record's batch failed. The record
-    ///   may or may not be in the file; the writer is poisoned.
-    /// - [`Error::Poisoned`]: an earlier batch failed; this record was not written.
+    /// - [`Error::Io`]: a write or sync of bytes of this record failed. The record
+    ///   may be in the file, wholly or in part (a record larger than
+    ///   [`max_batch_bytes`](WriterOptions::max_batch_bytes) is written across
+    ///   several batches); a part is cut when the log is reopened with
+    ///   [`open`](Self::open). The writer is poisoned.
+    /// - [`Error::Poisoned`]: an earlier batch failed before any byte of this record
+    ///   was written; it is not in the file.
     /// - [`Error::Closed`]: [`close`](Self::close) was called.
     /// - [`Error::RecordTooLarge`]: the record is larger than
     ///   [`WriterOptions::max_record_bytes`] (64 MiB by default, what readers accept
@@ -486,6 +496,21 @@ impl AsyncLogWriter {
     ///
     /// Errors as [`append`](Self::append); on an error none of the records is known to
     /// be durable. An empty batch returns at once.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use walcodec::AsyncLogWriter;
+    ///
+    /// let log = AsyncLogWriter::create(dir.path().join("000001.log")).await?;
+    /// // A transaction's records, next to each other in the log, durable together.
+    /// let positions = log.append_batch([&b"begin"[..], b"put k v", b"commit"]).await?;
+    /// assert_eq!(positions[1].start, positions[0].end);
+    /// log.close().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn append_batch<I>(&self, records: I) -> Result<Vec<Position>, Error>
     where
         I: IntoIterator,
@@ -517,6 +542,24 @@ impl AsyncLogWriter {
     }
 
     /// Resolves once every record appended before this call is durable.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use walcodec::AsyncLogWriter;
+    ///
+    /// let log = AsyncLogWriter::create(dir.path().join("000001.log")).await?;
+    /// // Many records without waiting for each one's sync, then one sync for all.
+    /// for i in 0..100u32 {
+    ///     log.append_buffered(i.to_le_bytes()).await?;
+    /// }
+    /// log.sync().await?;
+    /// assert_eq!(log.stats().records, 100);
+    /// # log.close().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn sync(&self) -> Result<(), Error> {
         let shared = &self.handle.shared;
         let done = {
@@ -569,6 +612,26 @@ impl AsyncLogWriter {
         shared.signal(Signal::Flag);
         shared.signal(Signal::Notify);
         closed.await.unwrap_or_else(|_| Err(shared.refusal()))
+    }
+
+    /// The durable length of the log, as a [`watch::Receiver`]: it changes after each
+    /// sync that makes more bytes durable, so a follower or a replicator waits on
+    /// [`changed`](watch::Receiver::changed) instead of polling [`stats`](Self::stats).
+    /// Every byte before the value is on disk; no byte after it is known to be.
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// let dir = tempfile::tempdir()?;
+    /// let log = walcodec::AsyncLogWriter::create(dir.path().join("000001.log")).await?;
+    /// let mut durable = log.durable_end();
+    /// let position = log.append(b"event").await?;
+    /// durable.wait_for(|&end| end >= position.end).await.unwrap();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn durable_end(&self) -> watch::Receiver<u64> {
+        self.handle.shared.durable_end.subscribe()
     }
 
     /// Counters of what the writer has done so far.
@@ -679,7 +742,7 @@ impl AsyncLogWriter {
 
 /// The most bytes a record of `len` bytes can encode to: a header per fragment (one
 /// more fragment than a fresh block needs, for a start late in a block) and a trailer.
-fn max_encoded_len(len: usize) -> usize {
+pub(crate) fn max_encoded_len(len: usize) -> usize {
     len + HEADER_SIZE * (len / MAX_FRAGMENT_PAYLOAD + 2) + (HEADER_SIZE - 1)
 }
 
@@ -760,6 +823,8 @@ struct Shared {
     stream_gate: tokio::sync::Mutex<()>,
     /// Wakes the appends that waited behind a streamed record.
     stream_done: tokio::sync::Notify,
+    /// The durable length, published after each sync for [`AsyncLogWriter::durable_end`].
+    durable_end: watch::Sender<u64>,
 }
 
 impl Shared {
@@ -940,9 +1005,13 @@ impl Drop for ExitGuard {
 /// The flusher: one batch at a time, one write + sync in flight, until closing and
 /// drained or a failure.
 /// Where a batch that cannot take all the queued bytes ends: on a page boundary of
-/// the file. A crash between two batches then leaves the log cut where storage
-/// itself can cut a write, which is the only place a reader takes a fragment cut
-/// short by zeros (preallocated space) for a torn tail rather than corruption.
+/// the file. A batch cut inside a record can become durable on its own (its sync,
+/// or a preallocation step's), and a crash or power cut may then lose the rest of
+/// the record, leaving its fragment cut short by zeros (preallocated space) from
+/// the batch's end. A reader takes such a fragment for a torn write only when the
+/// zeros begin at a sector boundary inside it, the shape a disk leaves; anywhere
+/// else it is damage, and reopening the log would fail. Cut at a page boundary,
+/// every durable point inside a record is one.
 const BATCH_ALIGN_BYTES: u64 = 4096;
 
 /// How many of the `queued` bytes (the log from `start` on) the next batch takes:
@@ -1059,6 +1128,17 @@ fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated
             // Take the failed batch back so the file is a clean prefix at once; if
             // this fails too, `open` cuts the torn tail on reopen.
             let _ = storage.truncate(batch_start);
+            // A record larger than what one batch covers may begin in this batch and
+            // end in the next: some of its bytes were written, so its append gets the
+            // error itself; `Poisoned` is only for records no byte of which was.
+            // Entries are contiguous, so only the first one still pending can.
+            let written_from = taken.last().map_or(batch_start, |e| e.end);
+            if written_from < batch_end {
+                let mut state = shared.lock();
+                if let Some(straddling) = state.pending.pop_front() {
+                    taken.push(straddling);
+                }
+            }
             fail(&shared, mem::take(&mut taken), error);
             guard.exited = true;
             return;
@@ -1096,6 +1176,9 @@ fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated
         state.queued_permits -= release;
         drop(state);
 
+        if must_sync {
+            shared.durable_end.send_replace(batch_end);
+        }
         shared.queue.add_permits(release);
         for entry in taken.drain(..) {
             if let Some(waiter) = entry.waiter {
@@ -1142,6 +1225,7 @@ fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated
     let closers = mem::take(&mut state.closers);
     drop(state);
     guard.exited = true;
+    shared.durable_end.send_replace(len);
     for closer in closers {
         let _ = closer.send(Ok(len));
     }
@@ -1159,8 +1243,9 @@ fn grow(storage: &mut dyn Storage, allocated: &mut u64, end: u64, step: u64) -> 
     Ok(())
 }
 
-/// Poisons the writer: the waiters of the failed batch get the error, everything
-/// queued after it and every later call gets [`Error::Poisoned`].
+/// Poisons the writer: the waiters in `batch` (every record with bytes in the failed
+/// batch) get the error, everything queued after it and every later call gets
+/// [`Error::Poisoned`].
 fn fail(shared: &Shared, batch: Vec<Entry>, error: io::Error) {
     let mut state = shared.lock();
     let error = Arc::new(error);

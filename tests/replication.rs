@@ -1,7 +1,9 @@
 //! Log shipping as the `replicate` example does it (its primary, replica and proxy are
 //! compiled in from `examples/replicate.rs`): a replica resumes from any record end and
 //! from a connection cut at any byte, never copies a byte the primary has not made
-//! durable, and ends byte-identical to the primary's log.
+//! durable, and ends byte-identical to the primary's log; over a `LogDir`, a replica
+//! far behind gets the sealed segments, then follows the active one, and every segment
+//! of its copy equals the primary's.
 
 #[allow(dead_code)]
 #[path = "../examples/replicate.rs"]
@@ -380,30 +382,44 @@ async fn only_durable_bytes_are_shipped_and_replicas_follow_growth() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_demo_replicates_a_growing_log_through_dropped_connections() {
+async fn the_demo_replicates_a_segmented_log_through_dropped_connections() {
     let dir = tempfile::tempdir().unwrap();
     let demo = Demo {
         tasks: 4,
         events: 150,
+        segment_bytes: 64 * 1024,
         drops: 4,
         max_cut: 48 * 1024,
         seed: 11,
     };
-    // `run` itself fails unless both copies equal the primary's log byte for byte.
+    // `run` itself fails unless every segment of both copies equals the primary's
+    // byte for byte.
     let report = replicate::run(&demo, dir.path()).await.unwrap();
     assert_eq!(report.records, 600);
     assert_eq!(report.follower.records, 600);
     assert_eq!(report.cold.records, 600);
     assert_eq!(report.follower.copied, report.log_len);
-    assert_eq!(
-        std::fs::metadata(dir.path().join("primary.log"))
+    assert_eq!(report.cold.copied, report.log_len);
+    // Dozens of segments: the replica started far behind (half the events were in
+    // before it), went through the sealed ones and followed the active one.
+    assert!(report.segments > 5, "{} segments", report.segments);
+    assert_eq!(report.follower.segments, report.segments);
+    assert_eq!(report.cold.segments, report.segments);
+    for (name, _) in [("primary", 0), ("replica", 1), ("cold", 2)] {
+        let n = std::fs::read_dir(dir.path().join(name))
             .unwrap()
-            .len(),
-        report.log_len
-    );
-    // The log is large enough for every cut to happen.
-    assert!(report.log_len > 4 * (demo.max_cut + BLOCK_SIZE as u64));
-    assert_eq!(report.follower.reconnects(), demo.drops);
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".log")
+            })
+            .count();
+        assert_eq!(n as u64, report.segments, "{name}");
+    }
+    // Each connection ends with a cut or a complete segment; resumes never go back.
+    assert!(report.follower.reconnects() as u64 >= report.segments - 1);
     let resumes = &report.follower.resumed_from;
     assert!(resumes.windows(2).all(|w| w[0] <= w[1]), "{resumes:?}");
 }

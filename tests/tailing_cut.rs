@@ -182,3 +182,35 @@ async fn appends_alone_are_followed() {
     }
     appender.await.unwrap();
 }
+
+/// Zeros ahead of a writer that preallocates are read as zero fill; once the writer
+/// fills them in, the follower fails rather than skip the records written there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preallocated_file_filled_in_place_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000001.log");
+    let writer = walcodec::WriterOptions::new()
+        .preallocate(1 << 20)
+        .create(&path)
+        .await
+        .unwrap();
+    writer.append(b"first").await.unwrap();
+    let mut tail = LogTailer::open(&path)
+        .await
+        .unwrap()
+        .with_poll_interval(Duration::from_millis(2));
+    let first = tokio::time::timeout(Duration::from_secs(10), tail.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(&first.data[..], b"first");
+    // Give the follower time to read the zeros ahead, then write over them.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    writer.append(b"second").await.unwrap();
+    match tokio::time::timeout(Duration::from_secs(10), tail.next()).await {
+        Ok(Some(Err(Error::LogChanged(LogChange::Rewritten { .. })))) => {}
+        other => panic!("{other:?}"),
+    }
+    writer.close().await.unwrap();
+}

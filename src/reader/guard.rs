@@ -26,6 +26,11 @@ pub(crate) struct FileGuard {
     identity: Identity,
     /// The last bytes read, ending at the read offset.
     recent: BytesMut,
+    /// Where the zeros at the end of what was read begin (the read offset when the
+    /// last byte read was not zero): preallocated space the writer will fill.
+    zeros_from: u64,
+    /// The read offset: just past the last byte read.
+    end: u64,
 }
 
 /// Which file a path names: device and inode where the platform has them.
@@ -62,6 +67,7 @@ pub(crate) struct Check {
     identity: Identity,
     read_end: u64,
     recent: BytesMut,
+    zeros_from: u64,
 }
 
 impl FileGuard {
@@ -89,16 +95,26 @@ impl FileGuard {
         let window = read_end.min(WINDOW_BYTES as u64) as usize;
         let mut recent = BytesMut::zeroed(window);
         read_exact_at(&file, &mut recent, read_end - window as u64)?;
+        let zeros_from = match recent.iter().rposition(|&b| b != 0) {
+            Some(last) => read_end - window as u64 + last as u64 + 1,
+            None => read_end - window as u64,
+        };
         Ok(FileGuard {
             path,
             file: Arc::new(file),
             identity,
             recent,
+            zeros_from,
+            end: read_end,
         })
     }
 
     /// Notes bytes just read, which end at the read offset.
     pub(crate) fn read(&mut self, bytes: &[u8]) {
+        if let Some(last) = bytes.iter().rposition(|&b| b != 0) {
+            self.zeros_from = self.end + last as u64 + 1;
+        }
+        self.end += bytes.len() as u64;
         if bytes.len() >= WINDOW_BYTES {
             self.recent.clear();
             self.recent
@@ -120,6 +136,7 @@ impl FileGuard {
             identity: self.identity,
             read_end,
             recent: std::mem::take(&mut self.recent),
+            zeros_from: self.zeros_from,
         }
     }
 
@@ -148,15 +165,30 @@ impl Check {
                 read: self.read_end,
             }));
         }
-        if len > self.read_end && !self.recent.is_empty() {
-            // About to read on: the bytes before must be the ones already read, or
-            // the file was cut and has grown again past the read offset.
+        if !self.recent.is_empty() {
+            // The bytes before the read offset must be the ones already read: else
+            // the file was cut and has grown again past the read offset, or space
+            // that was read as zeros (preallocated) is being written in place.
+            // One read of at most a block per wait at EOF.
             let window_start = self.read_end - self.recent.len() as u64;
             let mut now = vec![0u8; self.recent.len()];
             read_exact_at(&self.file, &mut now, window_start)?;
             if let Some(at) = now.iter().zip(&self.recent[..]).position(|(a, b)| a != b) {
                 return Err(Error::LogChanged(LogChange::Rewritten {
                     offset: window_start + at as u64,
+                }));
+            }
+        }
+        if self.zeros_from < self.read_end {
+            // Zeros read at the end (preallocated space, read as zero fill): a writer
+            // filling them in writes where they begin, which the follower has
+            // already passed. Seeing that is the only way not to skip its records.
+            let len = (self.read_end - self.zeros_from).min(WINDOW_BYTES as u64) as usize;
+            let mut now = vec![0u8; len];
+            read_exact_at(&self.file, &mut now, self.zeros_from)?;
+            if let Some(at) = now.iter().position(|&b| b != 0) {
+                return Err(Error::LogChanged(LogChange::Rewritten {
+                    offset: self.zeros_from + at as u64,
                 }));
             }
         }

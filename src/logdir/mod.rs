@@ -1,0 +1,882 @@
+//! [`LogDir`]: a log that lives for months, as numbered segment files; its
+//! options, positions, recovery, reading and retention.
+
+mod fs;
+mod lock;
+mod position;
+mod reader;
+mod recovery;
+mod segment;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{watch, RwLock};
+
+pub use fs::{DirStorage, OsDirStorage};
+pub use position::{LogPosition, ParsePositionError};
+pub use reader::{DirReader, DirRecord};
+pub(crate) use segment::segment_name;
+
+use fs::blocking;
+use segment::segment_path;
+
+use crate::writer::max_encoded_len;
+use crate::{AsyncLogWriter, Error, LogDecoder, LogReader, WriterOptions};
+
+/// Default size at which the active segment is sealed and the next one started: 64 MiB.
+pub const DEFAULT_MAX_SEGMENT_BYTES: u64 = 64 << 20;
+
+/// Configures a [`LogDir`], then opens it.
+///
+/// ```
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use std::time::Duration;
+/// use walcodec::{LogDir, WriterOptions};
+///
+/// let dir = tempfile::tempdir()?;
+/// let log = LogDir::builder()
+///     .max_segment_bytes(16 << 20)
+///     .writer(WriterOptions::new().max_batch_bytes(256 * 1024).clone())
+///     .retain_bytes(1 << 30)
+///     .retain_age(Duration::from_secs(7 * 24 * 3600))
+///     .open(dir.path())
+///     .await?;
+/// log.close().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+#[must_use]
+pub struct LogDirOptions {
+    max_segment_bytes: u64,
+    writer: WriterOptions,
+    retain_bytes: Option<u64>,
+    retain_age: Option<Duration>,
+    storage: Arc<dyn DirStorage>,
+}
+
+impl fmt::Debug for LogDirOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogDirOptions")
+            .field("max_segment_bytes", &self.max_segment_bytes)
+            .field("writer", &self.writer)
+            .field("retain_bytes", &self.retain_bytes)
+            .field("retain_age", &self.retain_age)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for LogDirOptions {
+    fn default() -> Self {
+        LogDirOptions {
+            max_segment_bytes: DEFAULT_MAX_SEGMENT_BYTES,
+            writer: WriterOptions::new(),
+            retain_bytes: None,
+            retain_age: None,
+            storage: Arc::new(OsDirStorage),
+        }
+    }
+}
+
+impl LogDirOptions {
+    /// The defaults: 64 MiB segments, the writer's defaults, no automatic retention.
+    pub fn new() -> LogDirOptions {
+        LogDirOptions::default()
+    }
+
+    /// Seal the active segment before an append would make it longer than `bytes`
+    /// (default 64 MiB; at least 1). The check counts the most a record can encode
+    /// to, so segments stay at or below the limit, except a segment holding one
+    /// record larger than the limit on its own.
+    pub fn max_segment_bytes(&mut self, bytes: u64) -> &mut Self {
+        self.max_segment_bytes = bytes.max(1);
+        self
+    }
+
+    /// Group-commit settings of the active segment's writer (see [`WriterOptions`]).
+    /// With [`WriterOptions::preallocate`], a follower in another process may read
+    /// the zeros ahead of the writer; followers in the writer's process are not
+    /// affected.
+    pub fn writer(&mut self, options: WriterOptions) -> &mut Self {
+        self.writer = options;
+        self
+    }
+
+    /// After each rotation, purge the oldest sealed segments while all segments
+    /// together hold more than `bytes` (default: no limit). Segments a reader still
+    /// needs are kept.
+    pub fn retain_bytes(&mut self, bytes: u64) -> &mut Self {
+        self.retain_bytes = Some(bytes);
+        self
+    }
+
+    /// After each rotation, purge the sealed segments sealed longer than `age` ago
+    /// (by their modification time; default: no limit). Segments a reader still
+    /// needs are kept. [`LogDir::enforce_retention`] applies it on demand.
+    pub fn retain_age(&mut self, age: Duration) -> &mut Self {
+        self.retain_age = Some(age);
+        self
+    }
+
+    /// Replaces the file-system steps (fault injection). A testing hook, not a
+    /// stable API.
+    #[doc(hidden)]
+    pub fn dir_storage(&mut self, storage: Arc<dyn DirStorage>) -> &mut Self {
+        self.storage = storage;
+        self
+    }
+
+    /// Opens the log directory at `path`, creating it (and its first segment) when
+    /// it does not exist, and recovers it:
+    ///
+    /// - a truncation a crash interrupted is finished;
+    /// - the segments must be consecutive numbers: a hole is
+    ///   [`Error::MissingSegment`];
+    /// - every sealed segment must read cleanly to its end
+    ///   ([`Error::BadSegment`] otherwise);
+    /// - the last segment's torn tail is cut, as [`AsyncLogWriter::open`] does.
+    ///
+    /// Files that are not segments are left alone. Takes the directory's lock:
+    /// [`Error::Locked`] when another `LogDir`, in this process or another, has it
+    /// open.
+    pub async fn open(&self, path: impl AsRef<Path>) -> Result<LogDir, Error> {
+        let dir = path.as_ref().to_path_buf();
+        {
+            let dir = dir.clone();
+            let storage = Arc::clone(&self.storage);
+            blocking(move || {
+                if dir.is_dir() {
+                    return Ok(());
+                }
+                std::fs::create_dir_all(&dir)?;
+                // The new directory's own name must survive a crash too.
+                match dir.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => storage.sync_dir(parent),
+                    _ => Ok(()),
+                }
+            })
+            .await?;
+        }
+        let lock = {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || lock::lock_dir(&dir))
+                .await
+                .map_err(std::io::Error::other)??
+        };
+        let recovered = recovery::recover(&dir, &self.storage).await?;
+        let storage = self.storage.storage(recovered.active_file);
+        let writer = self.writer.from_storage(storage, recovered.active_len)?;
+        let first = recovered
+            .sealed
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(recovered.active);
+        let end = LogPosition::new(recovered.active, recovered.active_len);
+        Ok(LogDir {
+            inner: Arc::new(Inner {
+                dir,
+                options: self.clone(),
+                active: RwLock::new(Active::new(recovered.active, writer, recovered.active_len)),
+                catalog: Mutex::new(Catalog {
+                    first,
+                    active: recovered.active,
+                    sealed: recovered.sealed,
+                    pins: BTreeMap::new(),
+                    truncations: Vec::new(),
+                    purged_through: recovered.purged_through,
+                }),
+                end: watch::channel(end).0,
+                purging: tokio::sync::Mutex::new(()),
+                lock: Mutex::new(Some(lock)),
+            }),
+        })
+    }
+}
+
+/// A durable log in a directory of numbered segment files: append with group
+/// commit from many tasks, rotate, purge, truncate, read and follow across
+/// segments. Cheap to clone; all clones append to the same log.
+///
+/// A directory holds segments `000001.log`, `000002.log`, … (at least six digits,
+/// as LevelDB and RocksDB name their logs). Each is an ordinary log file that any
+/// LevelDB-format reader reads as it is; a record never spans two segments. The
+/// last segment is *active*: an [`AsyncLogWriter`] appends to it with group commit.
+/// The others are *sealed*: complete, synced, never written again.
+///
+/// ```text
+///  000004.log   000005.log   000006.log   000007.log  LOCK
+///  sealed       sealed       sealed       active  <- appends
+///  ^ purge_before drops whole sealed segments from the front
+/// ```
+///
+/// A [`LogPosition`] (segment, offset) names a point in the whole log;
+/// [`append`](LogDir::append) returns the one just past its record, a checkpoint
+/// that [`read_from`](LogDir::read_from) resumes after.
+///
+/// ```
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use walcodec::{LogDir, LogPosition};
+///
+/// let dir = tempfile::tempdir()?;
+/// let log = LogDir::builder().max_segment_bytes(4096).open(dir.path()).await?;
+/// let mut checkpoint = LogPosition::START;
+/// for i in 0..100 {
+///     let end = log.append(format!("event {i}")).await?; // durable now
+///     if i == 49 {
+///         checkpoint = end;
+///     }
+/// }
+/// // Everything up to the checkpoint is applied elsewhere: drop the whole segments
+/// // before it, then replay what follows it.
+/// log.purge_before(checkpoint).await?;
+/// let mut reader = log.read_from(checkpoint)?;
+/// let first = reader.next_record().await.unwrap()?;
+/// assert_eq!(first.data, "event 50");
+/// log.close().await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Rotation
+///
+/// An append that would push the active segment past
+/// [`max_segment_bytes`](LogDirOptions::max_segment_bytes) (counting the most its
+/// record can encode to) first seals it: appends already in it finish, the writer
+/// closes (a final sync), the next segment is created, synced and its directory
+/// entry synced, and only then do appends go on, in the order they arrived. A lone
+/// record larger than the limit gets a segment of its own.
+///
+/// # Durability
+///
+/// `Ok` means on disk: the record is covered by an `fdatasync`, the segment's
+/// directory entry by a directory sync, a purge's deletions by a directory sync. A
+/// truncation that crosses segments first writes a durable `TRUNCATE` marker, which
+/// `open` finishes, so a crash leaves the log before or after it, never in between.
+#[derive(Clone)]
+pub struct LogDir {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for LogDir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogDir")
+            .field("dir", &self.inner.dir)
+            .field("end", &*self.inner.end.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inner")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    dir: PathBuf,
+    options: LogDirOptions,
+    /// The active segment. Appends hold it shared until their record is durable;
+    /// rotation and truncation hold it exclusively, so they see no append in flight
+    /// and appends that arrive meanwhile wait in order (tokio's lock is fair).
+    active: RwLock<Active>,
+    catalog: Mutex<Catalog>,
+    /// The durable end of the whole log.
+    end: watch::Sender<LogPosition>,
+    /// One purge (or truncation) at a time.
+    purging: tokio::sync::Mutex<()>,
+    /// The directory's `flock`; released by `close`.
+    lock: Mutex<Option<std::fs::File>>,
+}
+
+impl Inner {
+    pub(crate) fn catalog(&self) -> MutexGuard<'_, Catalog> {
+        self.catalog.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<LogPosition> {
+        self.end.subscribe()
+    }
+
+    /// Raises the published durable end to `position` (never lowers it: appends
+    /// finish in any order).
+    fn publish(&self, position: LogPosition) {
+        // Most appends of a batch find the batch's end already published: a shared
+        // look first, so they do not all queue for the write lock.
+        if *self.end.borrow() >= position {
+            return;
+        }
+        self.end.send_if_modified(|end| {
+            if position > *end {
+                *end = position;
+                true
+            } else {
+                false
+            }
+        });
+    }
+}
+
+/// The segments the directory holds, shared with readers for pinning.
+#[derive(Debug)]
+pub(crate) struct Catalog {
+    /// The oldest segment kept.
+    pub(crate) first: u64,
+    /// The active segment.
+    pub(crate) active: u64,
+    /// Sealed segments and their lengths.
+    pub(crate) sealed: BTreeMap<u64, u64>,
+    /// Segments readers still need, with how many readers need each.
+    pub(crate) pins: BTreeMap<u64, usize>,
+    /// Every truncation so far, for readers to check their position against.
+    pub(crate) truncations: Vec<LogPosition>,
+    /// The end of the last segment purged: positions from there to the start of
+    /// `first` hold no record, so reading from them starts at `first`.
+    pub(crate) purged_through: LogPosition,
+}
+
+impl Catalog {
+    pub(crate) fn pin(&mut self, segment: u64) {
+        *self.pins.entry(segment).or_default() += 1;
+    }
+
+    /// Where reading from `from` starts: `from` itself, or the start of the first
+    /// segment for [`LogPosition::START`] and for a position at or past the end of
+    /// the last purged segment.
+    pub(crate) fn resolve(&self, from: LogPosition) -> Result<LogPosition, Error> {
+        resolve_start(from, self.first, self.purged_through)
+    }
+
+    pub(crate) fn unpin(&mut self, segment: u64) {
+        if let Some(count) = self.pins.get_mut(&segment) {
+            *count -= 1;
+            if *count == 0 {
+                self.pins.remove(&segment);
+            }
+        }
+    }
+}
+
+/// See [`Catalog::resolve`].
+pub(crate) fn resolve_start(
+    from: LogPosition,
+    first: u64,
+    purged_through: LogPosition,
+) -> Result<LogPosition, Error> {
+    if from.segment >= first {
+        Ok(from)
+    } else if from == LogPosition::START || from >= purged_through {
+        Ok(LogPosition::new(first, 0))
+    } else {
+        Err(Error::Purged {
+            segment: from.segment,
+        })
+    }
+}
+
+struct Active {
+    segment: u64,
+    writer: Option<AsyncLogWriter>,
+    /// The writer's durable length, to publish a whole batch's end at once.
+    durable: watch::Receiver<u64>,
+    /// Upper bound of the segment's length once every append admitted is written.
+    reserved: AtomicU64,
+    failure: Option<Arc<Error>>,
+}
+
+impl Active {
+    fn new(segment: u64, writer: AsyncLogWriter, len: u64) -> Active {
+        Active {
+            segment,
+            durable: writer.durable_end(),
+            writer: Some(writer),
+            reserved: AtomicU64::new(len),
+            failure: None,
+        }
+    }
+
+    fn writer(&self) -> Result<&AsyncLogWriter, Error> {
+        if let Some(failure) = &self.failure {
+            return Err(Error::DirPoisoned {
+                segment: self.segment,
+                source: Arc::clone(failure),
+            });
+        }
+        self.writer.as_ref().ok_or(Error::Closed)
+    }
+
+    /// Stops appends for good after a failed rotation or truncation step.
+    fn poison(&mut self, error: Error) -> Error {
+        self.writer = None;
+        let failure = Arc::new(error);
+        self.failure = Some(Arc::clone(&failure));
+        Error::DirPoisoned {
+            segment: self.segment,
+            source: failure,
+        }
+    }
+}
+
+impl LogDir {
+    /// Configures a log directory: see [`LogDirOptions`].
+    pub fn builder() -> LogDirOptions {
+        LogDirOptions::new()
+    }
+
+    /// Opens (or creates) the log directory at `path` with the default options:
+    /// see [`LogDirOptions::open`].
+    pub async fn open(path: impl AsRef<Path>) -> Result<LogDir, Error> {
+        LogDirOptions::new().open(path).await
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Appends one record and resolves once it is durable, with the position just
+    /// past it: a checkpoint ([`read_from`](Self::read_from) it to get the records
+    /// after this one).
+    ///
+    /// Appends from many tasks share syncs (group commit). An append that would
+    /// push the active segment past `max_segment_bytes` rotates first; appends that
+    /// race a rotation wait for it and go on in order.
+    ///
+    /// # Errors
+    /// As [`AsyncLogWriter::append`]; [`Error::DirPoisoned`] once a rotation or
+    /// truncation step failed; [`Error::Closed`] after [`close`](Self::close).
+    pub async fn append(&self, record: impl AsRef<[u8]>) -> Result<LogPosition, Error> {
+        let record = record.as_ref();
+        if record.len() > crate::DEFAULT_MAX_RECORD_BYTES {
+            // Refused before it can rotate a segment for nothing.
+            return Err(Error::RecordTooLarge {
+                offset: self.end().offset,
+                size: record.len() as u64,
+                max: crate::DEFAULT_MAX_RECORD_BYTES,
+            });
+        }
+        let estimate = max_encoded_len(record.len()) as u64;
+        let max = self.inner.options.max_segment_bytes;
+        loop {
+            let active = self.inner.active.read().await;
+            let writer = active.writer()?;
+            let before = active.reserved.fetch_add(estimate, Ordering::Relaxed);
+            if before > 0 && before.saturating_add(estimate) > max {
+                active.reserved.fetch_sub(estimate, Ordering::Relaxed);
+                let full = active.segment;
+                drop(active);
+                self.rotate_full(full).await?;
+                continue;
+            }
+            let position = writer.append(record).await?;
+            let end = LogPosition::new(active.segment, position.end);
+            let batch_end = *active.durable.borrow();
+            self.inner.publish(LogPosition::new(
+                active.segment,
+                batch_end.max(position.end),
+            ));
+            return Ok(end);
+        }
+    }
+
+    /// Seals the active segment (its records durable, never written again) and
+    /// starts the next one; returns the new segment's number. Its file and
+    /// directory entry are durable before any record in it is acknowledged.
+    ///
+    /// # Errors
+    /// A failed step poisons the log ([`Error::DirPoisoned`] for every later
+    /// append); records acknowledged before are durable and reopening recovers.
+    pub async fn rotate(&self) -> Result<u64, Error> {
+        let mut active = self.inner.active.write().await;
+        let next = self.rotate_locked(&mut active).await?;
+        drop(active);
+        self.auto_retention().await;
+        Ok(next)
+    }
+
+    /// Rotates unless another append already rotated past `full`.
+    async fn rotate_full(&self, full: u64) -> Result<(), Error> {
+        let mut active = self.inner.active.write().await;
+        if active.segment != full {
+            return Ok(());
+        }
+        self.rotate_locked(&mut active).await?;
+        drop(active);
+        self.auto_retention().await;
+        Ok(())
+    }
+
+    async fn rotate_locked(&self, active: &mut Active) -> Result<u64, Error> {
+        let writer = active.writer()?.clone();
+        let segment = active.segment;
+        let len = match writer.close().await {
+            Ok(len) => len,
+            Err(e) => return Err(active.poison(e)),
+        };
+        active.writer = None;
+        self.inner.catalog().sealed.insert(segment, len);
+        let next = segment + 1;
+        let writer = match self.start_writer(next, None).await {
+            Ok(writer) => writer,
+            Err(e) => return Err(active.poison(e)),
+        };
+        *active = Active::new(next, writer, 0);
+        self.inner.catalog().active = next;
+        self.inner.end.send_replace(LogPosition::new(next, 0));
+        Ok(next)
+    }
+
+    /// A writer on segment `number`: a new, synced file when `existing` is `None`,
+    /// else that file, holding a valid log of the given length.
+    async fn start_writer(
+        &self,
+        number: u64,
+        existing: Option<(std::fs::File, u64)>,
+    ) -> Result<AsyncLogWriter, Error> {
+        let storage = &self.inner.options.storage;
+        let (file, len) = match existing {
+            Some(existing) => existing,
+            None => (
+                recovery::create_segment(&self.inner.dir, number, storage).await?,
+                0,
+            ),
+        };
+        self.inner
+            .options
+            .writer
+            .from_storage(storage.storage(file), len)
+    }
+
+    /// Deletes the whole segments that end at or before `pos`, oldest first, and
+    /// syncs the directory; returns their numbers. Never the active segment, nor a
+    /// segment a [`DirReader`] of this log still needs (those and every later one
+    /// are kept), so a purge never leaves a hole.
+    ///
+    /// # Errors
+    /// When a deletion fails, the segments before it are gone and the rest kept;
+    /// when the directory sync fails, the deletions may not survive a crash. Appends
+    /// are not affected either way.
+    pub async fn purge_before(&self, pos: LogPosition) -> Result<Vec<u64>, Error> {
+        let _purging = self.inner.purging.lock().await;
+        let victims: Vec<u64> = {
+            let mut catalog = self.inner.catalog();
+            let limit = catalog
+                .pins
+                .keys()
+                .next()
+                .copied()
+                .unwrap_or(u64::MAX)
+                .min(catalog.active);
+            let victims: Vec<u64> = catalog
+                .sealed
+                .range(..limit)
+                .take_while(|(&segment, &len)| LogPosition::new(segment, len) <= pos)
+                .map(|(&segment, _)| segment)
+                .collect();
+            if let Some(&last) = victims.last() {
+                catalog.first = last + 1;
+            }
+            victims
+        };
+        self.delete_segments(victims).await
+    }
+
+    /// Deletes `victims` (consecutive, oldest first, already behind `first`).
+    async fn delete_segments(&self, victims: Vec<u64>) -> Result<Vec<u64>, Error> {
+        let Some(&last) = victims.last() else {
+            return Ok(victims);
+        };
+        let through = {
+            let catalog = self.inner.catalog();
+            LogPosition::new(last, catalog.sealed.get(&last).copied().unwrap_or(0))
+        };
+        let dir = self.inner.dir.clone();
+        let storage = Arc::clone(&self.inner.options.storage);
+        let deleted = victims.clone();
+        let result = blocking(move || {
+            // First where the purge ends, so a checkpoint there still reads after a
+            // restart; the directory sync below makes both durable.
+            if let Err(e) =
+                recovery::write_position_file(&dir, recovery::PURGED_FILE, through, &*storage)
+            {
+                return Ok(Err((deleted[0], e)));
+            }
+            for &segment in &deleted {
+                match storage.remove(&segment_path(&dir, segment)) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Ok(Err((segment, e))),
+                }
+            }
+            Ok(storage.sync_dir(&dir).map_err(|e| (u64::MAX, e)))
+        })
+        .await?;
+        let mut catalog = self.inner.catalog();
+        match result {
+            Ok(()) => {
+                for segment in &victims {
+                    catalog.sealed.remove(segment);
+                }
+                catalog.purged_through = catalog.purged_through.max(through);
+                Ok(victims)
+            }
+            Err((failed, e)) => {
+                // Keep what was not deleted; what was is gone from the directory.
+                for segment in victims.iter().filter(|&&s| s < failed) {
+                    catalog.sealed.remove(segment);
+                }
+                if failed != u64::MAX {
+                    catalog.first = failed;
+                } else {
+                    catalog.purged_through = catalog.purged_through.max(through);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Applies [`retain_bytes`](LogDirOptions::retain_bytes) and
+    /// [`retain_age`](LogDirOptions::retain_age) now; returns the segments purged.
+    /// Runs by itself after each rotation.
+    pub async fn enforce_retention(&self) -> Result<Vec<u64>, Error> {
+        let options = &self.inner.options;
+        if options.retain_bytes.is_none() && options.retain_age.is_none() {
+            return Ok(Vec::new());
+        }
+        let (sealed, active_len) = {
+            let catalog = self.inner.catalog();
+            let active = *self.inner.end.borrow();
+            let active_len = if active.segment == catalog.active {
+                active.offset
+            } else {
+                0
+            };
+            let sealed: Vec<(u64, u64)> = catalog.sealed.iter().map(|(&s, &l)| (s, l)).collect();
+            (sealed, active_len)
+        };
+        let mut total: u64 = sealed.iter().map(|&(_, len)| len).sum::<u64>() + active_len;
+        let mut cut = None;
+        for &(segment, len) in &sealed {
+            let too_big = options.retain_bytes.is_some_and(|max| total > max);
+            let too_old = match options.retain_age {
+                Some(age) => self.sealed_longer_than(segment, age).await,
+                None => false,
+            };
+            if !(too_big || too_old) {
+                break;
+            }
+            total -= len;
+            cut = Some(LogPosition::new(segment, len));
+        }
+        match cut {
+            Some(cut) => self.purge_before(cut).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    async fn sealed_longer_than(&self, segment: u64, age: Duration) -> bool {
+        let path = segment_path(&self.inner.dir, segment);
+        match tokio::fs::metadata(path).await.and_then(|m| m.modified()) {
+            Ok(modified) => SystemTime::now()
+                .duration_since(modified)
+                .is_ok_and(|elapsed| elapsed > age),
+            Err(_) => false,
+        }
+    }
+
+    async fn auto_retention(&self) {
+        // Best effort: a failed deletion leaves the segment for the next round, and
+        // must not fail the append that happened to rotate.
+        let _ = self.enforce_retention().await;
+    }
+
+    /// Removes every record after `pos`, which must be a record boundary (a
+    /// position [`append`](Self::append) returned, a [`DirRecord::end`], or the
+    /// start of a kept segment); later appends continue from there. Segments after
+    /// `pos.segment` are deleted and `pos.segment` becomes the active one again.
+    ///
+    /// A crash in the middle leaves the log as it was or as truncated, never a mix:
+    /// a truncation across segments is decided by a durable marker file that
+    /// [`open`](Self::open) finishes. Readers of this log that had read past `pos`
+    /// fail with [`Error::TruncatedUnderReader`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidPosition`] when `pos` is past the end or inside a record,
+    /// [`Error::Purged`] when its segment is gone. A failed step poisons the log
+    /// ([`Error::DirPoisoned`]); reopening finishes or undoes the truncation.
+    pub async fn truncate_after(&self, pos: LogPosition) -> Result<(), Error> {
+        let _purging = self.inner.purging.lock().await;
+        let mut active = self.inner.active.write().await;
+        let writer = active.writer()?.clone();
+        writer.sync().await?;
+        let end = LogPosition::new(active.segment, writer.stats().durable_len);
+        let first = self.inner.catalog().first;
+        if pos.segment < first {
+            return Err(Error::Purged {
+                segment: pos.segment,
+            });
+        }
+        if pos > end {
+            return Err(Error::InvalidPosition {
+                position: pos,
+                reason: "past the end of the log",
+            });
+        }
+        if pos == end {
+            return Ok(());
+        }
+        if !self.is_record_boundary(pos).await? {
+            return Err(Error::InvalidPosition {
+                position: pos,
+                reason: "not the end of a record",
+            });
+        }
+        if let Err(e) = writer.close().await {
+            return Err(active.poison(e));
+        }
+        active.writer = None;
+        let dir = self.inner.dir.clone();
+        let storage = Arc::clone(&self.inner.options.storage);
+        let across = pos.segment < active.segment;
+        let reopened = blocking(move || {
+            if across {
+                recovery::write_truncation_marker(&dir, pos, &*storage)?;
+            }
+            recovery::apply_truncation(&dir, pos, &*storage)?;
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(segment_path(&dir, pos.segment))?;
+            std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(pos.offset))?;
+            Ok(file)
+        })
+        .await;
+        let file = match reopened {
+            Ok(file) => file,
+            Err(e) => return Err(active.poison(e.into())),
+        };
+        let writer = match self
+            .start_writer(pos.segment, Some((file, pos.offset)))
+            .await
+        {
+            Ok(writer) => writer,
+            Err(e) => return Err(active.poison(e)),
+        };
+        *active = Active::new(pos.segment, writer, pos.offset);
+        {
+            let mut catalog = self.inner.catalog();
+            catalog.sealed.retain(|&segment, _| segment < pos.segment);
+            catalog.active = pos.segment;
+            catalog.truncations.push(pos);
+        }
+        self.inner.end.send_replace(pos);
+        Ok(())
+    }
+
+    /// Whether a record ends exactly at `pos` (or `pos` starts its segment).
+    async fn is_record_boundary(&self, pos: LogPosition) -> Result<bool, Error> {
+        if pos.offset == 0 {
+            return Ok(true);
+        }
+        let path = segment_path(&self.inner.dir, pos.segment);
+        let mut reader = LogReader::open_at(&path, 0, &LogDecoder::builder()).await?;
+        while let Some(record) = reader.next_record().await {
+            let end = record?.position.end;
+            if end >= pos.offset {
+                return Ok(end == pos.offset);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Reads the log from `from` (a checkpoint: the first record starting at or
+    /// after it) up to its durable end; [`DirReader::follow`] makes it wait for
+    /// more instead of ending. [`LogPosition::START`] reads from the oldest record
+    /// kept. The reader pins the segments it still needs against purges.
+    ///
+    /// # Errors
+    /// [`Error::Purged`] when `from`'s segment was purged;
+    /// [`Error::InvalidPosition`] when it lies past the log's end.
+    pub fn read_from(&self, from: LogPosition) -> Result<DirReader, Error> {
+        DirReader::in_process(Arc::clone(&self.inner), from)
+    }
+
+    /// The durable end of the whole log, as a [`watch::Receiver`]: it moves on with
+    /// every acknowledged append and to `(next, 0)` on rotation, and back on
+    /// [`truncate_after`](Self::truncate_after). Wait on it instead of polling.
+    pub fn durable_end(&self) -> watch::Receiver<LogPosition> {
+        self.inner.subscribe()
+    }
+
+    /// Where the log ends now (durably).
+    pub fn end(&self) -> LogPosition {
+        *self.inner.end.borrow()
+    }
+
+    /// The start of the oldest segment kept.
+    pub fn start(&self) -> LogPosition {
+        LogPosition::new(self.inner.catalog().first, 0)
+    }
+
+    /// The segments kept, oldest first, the active one last, with their lengths
+    /// (the active one's durable length).
+    pub fn segments(&self) -> Vec<(u64, u64)> {
+        let catalog = self.inner.catalog();
+        let end = *self.inner.end.borrow();
+        let mut segments: Vec<(u64, u64)> = catalog
+            .sealed
+            .range(catalog.first..)
+            .map(|(&s, &l)| (s, l))
+            .collect();
+        let active_len = if end.segment == catalog.active {
+            end.offset
+        } else {
+            0
+        };
+        segments.push((catalog.active, active_len));
+        segments
+    }
+
+    /// Appends already queued finish, the active segment is synced and closed, and
+    /// the directory's lock is released; returns the log's end. Later appends fail
+    /// with [`Error::Closed`]. Close before opening the directory again in this
+    /// process: dropping the last handle also writes everything queued, but in the
+    /// background.
+    pub async fn close(&self) -> Result<LogPosition, Error> {
+        let mut active = self.inner.active.write().await;
+        let result = match active.writer() {
+            Ok(writer) => {
+                let writer = writer.clone();
+                active.writer = None;
+                match writer.close().await {
+                    Ok(len) => Ok(LogPosition::new(active.segment, len)),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(Error::Closed) => Ok(*self.inner.end.borrow()),
+            Err(e) => Err(e),
+        };
+        if let Ok(end) = result {
+            self.inner.publish(end);
+        }
+        self.inner
+            .lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        result
+    }
+}

@@ -1,0 +1,523 @@
+//! [`DirReader`]: reading and following a [`LogDir`](crate::LogDir) across its
+//! segments.
+//!
+//! One segment at a time, in number order, with a [`LogDecoder`] started at the
+//! reader's offset in it. How far a segment may be read, and when it is over:
+//!
+//! | reader                 | readable bytes of the active segment | segment is over when            |
+//! |------------------------|--------------------------------------|---------------------------------|
+//! | in the writer's process| up to the durable end (watch channel)| the durable end moved past it   |
+//! | another process        | up to the file's end                 | the next segment's file exists  |
+//!
+//! At the end of what is readable, a plain reader returns `None`; a follower waits:
+//! on the writer's watch channel in its process (no polling), by polling every
+//! `poll_interval` elsewhere.
+
+use std::io::SeekFrom;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio::sync::watch;
+use tokio_util::codec::Decoder;
+
+use super::position::LogPosition;
+use super::segment::{list_segments, segment_path};
+use super::Inner;
+use crate::format::block_start;
+use crate::{Error, LogDecoder, DEFAULT_POLL_INTERVAL};
+
+/// Bytes read from a segment file at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// One record of a [`LogDir`](crate::LogDir) and where it sits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirRecord {
+    /// Where the record's first fragment starts.
+    pub start: LogPosition,
+    /// Just past the record: a checkpoint, reading from it yields the next record.
+    pub end: LogPosition,
+    /// The record's payload.
+    pub data: Bytes,
+}
+
+/// Reads the records of a [`LogDir`](crate::LogDir) from a position on, moving
+/// from segment to segment in order; with [`follow`](Self::follow), waits for new
+/// records instead of ending.
+///
+/// From [`LogDir::read_from`](crate::LogDir::read_from) in the writer's process: it
+/// never reads past the durable end, and it pins the segments it still needs so a
+/// purge keeps them. From [`DirReader::open`] in any process: it reads what the
+/// files hold and polls for more.
+///
+/// A reader fails (and then ends) rather than yield a record that is no longer in
+/// the log: [`Error::TruncatedUnderReader`] when the log was cut before where it
+/// had read, [`Error::Purged`] or [`Error::MissingSegment`] when the next segment
+/// is gone, [`Error::BadSegment`] on damage.
+///
+/// ```
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use walcodec::{LogDir, LogPosition};
+///
+/// let dir = tempfile::tempdir()?;
+/// let log = LogDir::builder().max_segment_bytes(1024).open(dir.path()).await?;
+/// let mut follower = log.read_from(LogPosition::START)?.follow();
+/// let writer = {
+///     let log = log.clone();
+///     tokio::spawn(async move {
+///         for i in 0..100 {
+///             log.append(format!("record {i}")).await?;
+///         }
+///         Ok::<_, walcodec::Error>(())
+///     })
+/// };
+/// for i in 0..100 {
+///     let record = follower.next_record().await.unwrap()?;
+///     assert_eq!(record.data, format!("record {i}"));
+/// }
+/// writer.await.unwrap()?;
+/// assert!(log.segments().len() > 1); // it followed across rotations
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct DirReader {
+    dir: PathBuf,
+    source: Source,
+    follow: bool,
+    poll_interval: Duration,
+    /// The segment being read.
+    segment: u64,
+    /// Where to start in `segment` when it is opened.
+    start_offset: u64,
+    cursor: Option<Cursor>,
+    /// Just past the last record returned (or where reading started).
+    position: LogPosition,
+    failed: bool,
+}
+
+#[derive(Debug)]
+enum Source {
+    /// In the writer's process: bounded by the durable end, pinning segments.
+    Writer {
+        inner: Arc<Inner>,
+        end: watch::Receiver<LogPosition>,
+        truncations_seen: usize,
+    },
+    /// Any process: what the files hold.
+    Files,
+}
+
+#[derive(Debug)]
+struct Cursor {
+    file: tokio::fs::File,
+    decoder: LogDecoder,
+    buf: BytesMut,
+    /// File offset just past the bytes read so far.
+    read_to: u64,
+    /// The segment is over and every byte of it is in `buf`.
+    at_eof: bool,
+    #[cfg(unix)]
+    inode: u64,
+}
+
+/// How much of the current segment may be read now.
+struct Readable {
+    /// Read no further than this offset (`None`: to the file's end).
+    limit: Option<u64>,
+    /// No record will be added to the segment.
+    sealed: bool,
+}
+
+impl DirReader {
+    pub(crate) fn in_process(inner: Arc<Inner>, from: LogPosition) -> Result<DirReader, Error> {
+        let (from, truncations_seen) = {
+            let mut catalog = inner.catalog();
+            let from = catalog.resolve(from)?;
+            if from.segment > catalog.active {
+                return Err(Error::InvalidPosition {
+                    position: from,
+                    reason: "past the end of the log",
+                });
+            }
+            catalog.pin(from.segment);
+            (from, catalog.truncations.len())
+        };
+        let end = inner.subscribe();
+        Ok(DirReader {
+            dir: inner.dir().to_path_buf(),
+            source: Source::Writer {
+                inner,
+                end,
+                truncations_seen,
+            },
+            follow: false,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            segment: from.segment,
+            start_offset: from.offset,
+            cursor: None,
+            position: from,
+            failed: false,
+        })
+    }
+
+    /// Reads the log directory at `path` from `from` on, in a process that may not
+    /// be the writer's (or with no writer at all). [`LogPosition::START`] reads
+    /// from the oldest segment.
+    ///
+    /// Without the writer's durable end to go by, it reads what the files hold: a
+    /// record cut short at the end of the last segment is left for later (or for
+    /// the writer's recovery to cut), never reported as damage. It does not pin
+    /// segments: a purge by the writer's process may remove a segment it has not
+    /// reached yet, which it then reports as [`Error::Purged`].
+    ///
+    /// # Errors
+    /// [`Error::Purged`] when `from`'s segment was purged; [`Error::Io`] when the
+    /// directory cannot be read.
+    pub async fn open(path: impl AsRef<Path>, from: LogPosition) -> Result<DirReader, Error> {
+        let dir = path.as_ref().to_path_buf();
+        let segments = {
+            let dir = dir.clone();
+            super::fs::blocking(move || list_segments(&dir)).await?
+        };
+        let first = segments.first().copied().unwrap_or(1);
+        let purged_through = super::recovery::read_purged(&dir).await?;
+        let from = super::resolve_start(from, first, purged_through)?;
+        Ok(DirReader {
+            dir,
+            source: Source::Files,
+            follow: false,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            segment: from.segment,
+            start_offset: from.offset,
+            cursor: None,
+            position: from,
+            failed: false,
+        })
+    }
+
+    /// Waits for new records at the end of the log instead of ending: the stream
+    /// ends only on an error. Drop the reader to stop following.
+    pub fn follow(mut self) -> DirReader {
+        self.follow = true;
+        self
+    }
+
+    /// How often a follower in another process looks for new bytes and new
+    /// segments (default 50 ms). A follower in the writer's process does not poll.
+    pub fn with_poll_interval(mut self, interval: Duration) -> DirReader {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Just past the last record returned (where reading started before the
+    /// first): a checkpoint to resume from.
+    pub fn position(&self) -> LogPosition {
+        self.position
+    }
+
+    /// The next record; `None` at the end of what is readable (a follower waits
+    /// instead). After an error, `None`.
+    pub async fn next_record(&mut self) -> Option<Result<DirRecord, Error>> {
+        if self.failed {
+            return None;
+        }
+        match self.advance().await {
+            Ok(record) => {
+                if let Some(record) = &record {
+                    self.position = record.end;
+                }
+                record.map(Ok)
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    async fn advance(&mut self) -> Result<Option<DirRecord>, Error> {
+        loop {
+            // Before anything read is decoded, and while waiting for a segment that
+            // a truncation may have removed.
+            self.check_truncations()?;
+            if self.cursor.is_none() && !self.open_segment().await? {
+                if !self.follow {
+                    return Ok(None);
+                }
+                self.wait().await;
+                continue;
+            }
+            let segment = self.segment;
+            let cursor = self.cursor.as_mut().expect("opened above");
+            let decoded = if cursor.at_eof {
+                cursor.decoder.decode_eof(&mut cursor.buf)
+            } else {
+                cursor.decoder.decode(&mut cursor.buf)
+            };
+            match decoded.map_err(|e| bad_segment(segment, e))? {
+                Some(data) => {
+                    let position = cursor
+                        .decoder
+                        .last_record()
+                        .expect("a returned record has a position");
+                    return Ok(Some(DirRecord {
+                        start: LogPosition::new(segment, position.start),
+                        end: LogPosition::new(segment, position.end),
+                        data,
+                    }));
+                }
+                None if cursor.at_eof => {
+                    if cursor.decoder.has_incomplete_tail() {
+                        let cut = Error::Corruption {
+                            offset: cursor.decoder.valid_prefix_len(),
+                            bytes: cursor.read_to - cursor.decoder.valid_prefix_len(),
+                            kind: crate::CorruptionKind::TruncatedTail,
+                        };
+                        return Err(bad_segment(segment, cut));
+                    }
+                    self.next_segment();
+                    continue;
+                }
+                None => {}
+            }
+            let readable = self.readable().await?;
+            let cursor = self.cursor.as_mut().expect("opened above");
+            let room = match readable.limit {
+                Some(limit) => limit.saturating_sub(cursor.read_to).min(READ_CHUNK as u64) as usize,
+                None => READ_CHUNK,
+            };
+            if room > 0 {
+                cursor.buf.reserve(room);
+                let n = (&mut cursor.file)
+                    .take(room as u64)
+                    .read_buf(&mut cursor.buf)
+                    .await?;
+                cursor.read_to += n as u64;
+                if n > 0 {
+                    continue;
+                }
+            }
+            if readable.sealed || self.later_segment_exists().await? {
+                let cursor = self.cursor.as_mut().expect("opened above");
+                cursor.at_eof = true;
+                continue;
+            }
+            if !self.follow {
+                return Ok(None);
+            }
+            self.check_file()?;
+            self.wait().await;
+        }
+    }
+
+    /// Opens the current segment at the reader's offset; `false` when it does not
+    /// exist yet.
+    async fn open_segment(&mut self) -> Result<bool, Error> {
+        if let Source::Writer { inner, .. } = &self.source {
+            let catalog = inner.catalog();
+            if self.segment < catalog.first {
+                return Err(Error::Purged {
+                    segment: self.segment,
+                });
+            }
+            if self.segment > catalog.active {
+                return Ok(false);
+            }
+        }
+        let path = segment_path(&self.dir, self.segment);
+        let mut file = match tokio::fs::File::open(&path).await {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return match self.source {
+                    Source::Writer { .. } => {
+                        self.check_truncations()?;
+                        Err(e.into())
+                    }
+                    Source::Files => self.missing_segment().await,
+                };
+            }
+            Err(e) => return Err(e.into()),
+        };
+        #[cfg(unix)]
+        let inode = {
+            use std::os::unix::fs::MetadataExt;
+            file.metadata().await?.ino()
+        };
+        let read_to = block_start(self.start_offset);
+        file.seek(SeekFrom::Start(read_to)).await?;
+        let decoder = LogDecoder::builder()
+            .start_offset(self.start_offset)
+            .build();
+        self.cursor = Some(Cursor {
+            file,
+            decoder,
+            buf: BytesMut::new(),
+            read_to,
+            at_eof: false,
+            #[cfg(unix)]
+            inode,
+        });
+        Ok(true)
+    }
+
+    /// The current segment's file is not there (a reader in another process): not
+    /// written yet, purged, or lost.
+    async fn missing_segment(&self) -> Result<bool, Error> {
+        let segments = {
+            let dir = self.dir.clone();
+            super::fs::blocking(move || list_segments(&dir)).await?
+        };
+        let segment = self.segment;
+        match (segments.first(), segments.last()) {
+            (Some(&first), _) if first > segment => Err(Error::Purged { segment }),
+            (_, Some(&last)) if last > segment => Err(Error::MissingSegment { segment }),
+            _ => Ok(false),
+        }
+    }
+
+    /// In another process, at the end of a segment whose successor is not there:
+    /// whether a later one is (a hole, reported when the reader gets to it).
+    async fn later_segment_exists(&self) -> Result<bool, Error> {
+        if let Source::Writer { .. } = self.source {
+            return Ok(false);
+        }
+        let dir = self.dir.clone();
+        let segments = super::fs::blocking(move || list_segments(&dir)).await?;
+        Ok(segments.last().is_some_and(|&last| last > self.segment))
+    }
+
+    /// Moves on to the start of the next segment.
+    fn next_segment(&mut self) {
+        let done = self.segment;
+        self.segment += 1;
+        self.start_offset = 0;
+        self.cursor = None;
+        if let Source::Writer { inner, .. } = &self.source {
+            let mut catalog = inner.catalog();
+            catalog.pin(done + 1);
+            catalog.unpin(done);
+        }
+    }
+
+    /// How far the current segment may be read now.
+    async fn readable(&self) -> Result<Readable, Error> {
+        match &self.source {
+            Source::Writer { end, .. } => {
+                let end = *end.borrow();
+                Ok(if end.segment > self.segment {
+                    Readable {
+                        limit: None,
+                        sealed: true,
+                    }
+                } else {
+                    Readable {
+                        limit: Some(if end.segment == self.segment {
+                            end.offset
+                        } else {
+                            0
+                        }),
+                        sealed: false,
+                    }
+                })
+            }
+            Source::Files => {
+                // Look for the next segment before reading to the end: once it
+                // exists, this one was closed before it, so its file is complete.
+                let next = segment_path(&self.dir, self.segment + 1);
+                let sealed = tokio::fs::try_exists(next).await?;
+                Ok(Readable {
+                    limit: None,
+                    sealed,
+                })
+            }
+        }
+    }
+
+    /// Fails if the log was truncated before what this reader has read.
+    fn check_truncations(&mut self) -> Result<(), Error> {
+        let reader = LogPosition::new(
+            self.segment,
+            self.cursor
+                .as_ref()
+                .map_or(self.start_offset, |c| c.read_to.max(self.start_offset)),
+        );
+        if let Source::Writer {
+            inner,
+            truncations_seen,
+            ..
+        } = &mut self.source
+        {
+            let catalog = inner.catalog();
+            let new = &catalog.truncations[*truncations_seen..];
+            *truncations_seen = catalog.truncations.len();
+            if let Some(&position) = new.iter().filter(|&&t| t < reader).min() {
+                return Err(Error::TruncatedUnderReader { position, reader });
+            }
+        }
+        Ok(())
+    }
+
+    /// In another process: fails if the segment file being followed was cut below
+    /// what was read, removed, or replaced.
+    fn check_file(&self) -> Result<(), Error> {
+        let (Source::Files, Some(cursor)) = (&self.source, &self.cursor) else {
+            return Ok(());
+        };
+        let path = segment_path(&self.dir, self.segment);
+        let reader = LogPosition::new(self.segment, cursor.read_to);
+        let cut = |len| Error::TruncatedUnderReader {
+            position: LogPosition::new(self.segment, len),
+            reader,
+        };
+        match std::fs::metadata(&path) {
+            Ok(meta) => {
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::MetadataExt;
+                    if meta.ino() != cursor.inode {
+                        return Err(cut(0));
+                    }
+                }
+                if meta.len() < cursor.read_to {
+                    return Err(cut(meta.len()));
+                }
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(cut(0)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Waits for the log to grow: on the writer's watch channel, or one poll interval.
+    async fn wait(&mut self) {
+        match &mut self.source {
+            // The reader holds the sender's owner, so the channel never closes under it.
+            Source::Writer { end, .. } => {
+                let _ = end.changed().await;
+            }
+            Source::Files => tokio::time::sleep(self.poll_interval).await,
+        }
+    }
+}
+
+impl Drop for DirReader {
+    fn drop(&mut self) {
+        if let Source::Writer { inner, .. } = &self.source {
+            inner.catalog().unpin(self.segment);
+        }
+    }
+}
+
+fn bad_segment(segment: u64, error: Error) -> Error {
+    match error {
+        Error::Io(e) => Error::Io(e),
+        other => Error::BadSegment {
+            segment,
+            source: Box::new(other),
+        },
+    }
+}

@@ -1,0 +1,265 @@
+//! What `LogDir::open` does before the first append: finish an interrupted
+//! truncation, check that the segments form one log, and cut the last one's torn
+//! tail.
+//!
+//! | segment          | may end in a torn tail | damage             |
+//! |------------------|------------------------|--------------------|
+//! | sealed (not last)| no: [`Error::BadSegment`] | [`Error::BadSegment`] |
+//! | last (active)    | yes: cut, as `AsyncLogWriter::open` does | [`Error::BadSegment`] |
+//! | missing number   | [`Error::MissingSegment`] |                 |
+
+use std::collections::BTreeMap;
+use std::io::{self, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::io::AsyncSeekExt;
+
+use super::fs::{blocking, DirStorage};
+use super::position::LogPosition;
+use super::segment::{list_segments, segment_path};
+use crate::repair::{repair_file, scan_file};
+use crate::{Error, DEFAULT_MAX_RECORD_BYTES};
+
+/// The marker of a truncation in progress: holds the position to truncate after.
+/// Once it is durable the truncation is decided; `open` finishes it.
+pub(crate) const TRUNCATE_FILE: &str = "TRUNCATE";
+const TRUNCATE_TMP: &str = "TRUNCATE.tmp";
+/// The end of the last segment purged, so a checkpoint at that end still reads from
+/// the first segment kept after a restart.
+pub(crate) const PURGED_FILE: &str = "PURGED";
+
+/// A directory checked and ready for appends.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    /// Sealed segments and their lengths, oldest first.
+    pub(crate) sealed: BTreeMap<u64, u64>,
+    /// The last segment: appends go on there.
+    pub(crate) active: u64,
+    /// Its length after the torn tail was cut.
+    pub(crate) active_len: u64,
+    /// It, open for writing, positioned at `active_len`.
+    pub(crate) active_file: std::fs::File,
+    /// The end of the last segment purged ([`LogPosition::START`] if none).
+    pub(crate) purged_through: LogPosition,
+}
+
+/// Recovers the log directory `dir` (whose lock the caller holds).
+pub(crate) async fn recover(dir: &Path, fs: &Arc<dyn DirStorage>) -> Result<Recovered, Error> {
+    finish_truncation(dir, fs).await?;
+    let segments = {
+        let dir = dir.to_path_buf();
+        blocking(move || list_segments(&dir)).await?
+    };
+    let (first, last) = match (segments.first(), segments.last()) {
+        (Some(&first), Some(&last)) => (first, last),
+        _ => {
+            let file = create_segment(dir, 1, fs).await?;
+            return Ok(Recovered {
+                sealed: BTreeMap::new(),
+                active: 1,
+                active_len: 0,
+                active_file: file,
+                purged_through: read_purged(dir).await?,
+            });
+        }
+    };
+    if let Some(hole) = first_hole(&segments) {
+        return Err(Error::MissingSegment { segment: hole });
+    }
+    let mut sealed = BTreeMap::new();
+    for segment in first..last {
+        let len = check_sealed(dir, segment).await?;
+        sealed.insert(segment, len);
+    }
+    let mut file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(segment_path(dir, last))
+        .await?;
+    let scan = repair_file(&mut file, DEFAULT_MAX_RECORD_BYTES)
+        .await
+        .map_err(|e| bad_segment(last, e))?;
+    file.seek(SeekFrom::Start(scan.valid_len)).await?;
+    Ok(Recovered {
+        sealed,
+        active: last,
+        active_len: scan.valid_len,
+        active_file: file.into_std().await,
+        purged_through: read_purged(dir).await?,
+    })
+}
+
+/// The end of the last segment purged from `dir`, from its `PURGED` file.
+pub(crate) async fn read_purged(dir: &Path) -> Result<LogPosition, Error> {
+    match tokio::fs::read_to_string(dir.join(PURGED_FILE)).await {
+        Ok(text) => text.trim().parse().map_err(|e| {
+            Error::Io(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("unreadable {PURGED_FILE} file in the log directory: {e}"),
+            ))
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(LogPosition::START),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The first number missing between the first and the last of `segments` (sorted).
+fn first_hole(segments: &[u64]) -> Option<u64> {
+    segments
+        .windows(2)
+        .find(|pair| pair[1] != pair[0] + 1)
+        .map(|pair| pair[0] + 1)
+}
+
+/// Reads a sealed segment whole: it must hold only complete, intact records.
+/// Returns its length.
+async fn check_sealed(dir: &Path, segment: u64) -> Result<u64, Error> {
+    let mut file = tokio::fs::File::open(segment_path(dir, segment)).await?;
+    let scan = scan_file(&mut file, DEFAULT_MAX_RECORD_BYTES)
+        .await
+        .map_err(|e| bad_segment(segment, e))?;
+    if scan.needs_repair() {
+        let cut = Error::Corruption {
+            offset: scan.valid_len,
+            bytes: scan.tail_bytes(),
+            kind: crate::CorruptionKind::TruncatedTail,
+        };
+        return Err(bad_segment(segment, cut));
+    }
+    Ok(scan.file_len)
+}
+
+fn bad_segment(segment: u64, error: Error) -> Error {
+    match error {
+        Error::Io(e) => Error::Io(e),
+        other => Error::BadSegment {
+            segment,
+            source: Box::new(other),
+        },
+    }
+}
+
+/// Creates segment `number`, empty, and makes it and its directory entry durable.
+pub(crate) async fn create_segment(
+    dir: &Path,
+    number: u64,
+    fs: &Arc<dyn DirStorage>,
+) -> Result<std::fs::File, Error> {
+    let dir = dir.to_path_buf();
+    let fs = Arc::clone(fs);
+    let file = blocking(move || {
+        let file = fs.create(&segment_path(&dir, number))?;
+        fs.sync_file(&file)?;
+        fs.sync_dir(&dir)?;
+        Ok(file)
+    })
+    .await?;
+    Ok(file)
+}
+
+/// Records durably that the log is to be cut after `position`: from the moment the
+/// marker's rename is durable, the truncation happens even across a crash.
+pub(crate) fn write_truncation_marker(
+    dir: &Path,
+    position: LogPosition,
+    fs: &dyn DirStorage,
+) -> io::Result<()> {
+    write_position_file(dir, TRUNCATE_FILE, position, fs)?;
+    fs.sync_dir(dir)
+}
+
+/// Replaces `dir/name` with a file holding `position`, atomically (a synced
+/// temporary file renamed over it). The rename is durable after the next sync of
+/// `dir`.
+pub(crate) fn write_position_file(
+    dir: &Path,
+    name: &str,
+    position: LogPosition,
+    fs: &dyn DirStorage,
+) -> io::Result<()> {
+    use std::io::Write;
+    let tmp = dir.join(format!("{name}.tmp"));
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = fs.create(&tmp)?;
+    file.write_all(format!("{position}\n").as_bytes())?;
+    fs.sync_file(&file)?;
+    drop(file);
+    std::fs::rename(&tmp, dir.join(name))
+}
+
+/// Cuts the log after `position`: deletes the later segments (newest first) and cuts
+/// `position.segment` to `position.offset`, then removes the marker. Idempotent, so
+/// `open` can run it again after a crash in the middle.
+pub(crate) fn apply_truncation(
+    dir: &Path,
+    position: LogPosition,
+    fs: &dyn DirStorage,
+) -> io::Result<()> {
+    let mut later: Vec<u64> = list_segments(dir)?
+        .into_iter()
+        .filter(|&s| s > position.segment)
+        .collect();
+    later.reverse();
+    for segment in later {
+        match fs.remove(&segment_path(dir, segment)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let path = segment_path(dir, position.segment);
+    match std::fs::OpenOptions::new().write(true).open(&path) {
+        Ok(file) => {
+            if file.metadata()?.len() > position.offset {
+                file.set_len(position.offset)?;
+            }
+            fs.sync_file(&file)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    fs.sync_dir(dir)?;
+    match std::fs::remove_file(dir.join(TRUNCATE_FILE)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    fs.sync_dir(dir)
+}
+
+/// Finishes a truncation a crash interrupted; drops a marker that never became one.
+async fn finish_truncation(dir: &Path, fs: &Arc<dyn DirStorage>) -> Result<(), Error> {
+    let dir: PathBuf = dir.to_path_buf();
+    let fs = Arc::clone(fs);
+    blocking(move || {
+        let _ = std::fs::remove_file(dir.join(TRUNCATE_TMP));
+        let text = match std::fs::read_to_string(dir.join(TRUNCATE_FILE)) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let position: LogPosition = text.trim().parse().map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("unreadable {TRUNCATE_FILE} marker in the log directory: {e}"),
+            )
+        })?;
+        apply_truncation(&dir, position, &*fs)
+    })
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holes_are_found() {
+        assert_eq!(first_hole(&[]), None);
+        assert_eq!(first_hole(&[3]), None);
+        assert_eq!(first_hole(&[3, 4, 5]), None);
+        assert_eq!(first_hole(&[3, 4, 6, 9]), Some(5));
+    }
+}
