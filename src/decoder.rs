@@ -325,6 +325,9 @@ impl LogDecoderBuilder {
             incomplete_tail: false,
             zero_suspect: None,
             stats: DecodeStats::default(),
+            fragments: false,
+            mark: FragmentMark::Whole { start: 0 },
+            cut_short: None,
         }
     }
 
@@ -511,6 +514,29 @@ pub struct LogDecoder {
     /// the zeros (see [`ZeroSuspect`]).
     zero_suspect: Option<ZeroSuspect>,
     stats: DecodeStats,
+    /// Fragment mode ([`LogDecoder::decode_fragment`]): each fragment of a record is
+    /// handed out as it is checked, and an open record keeps only its length.
+    fragments: bool,
+    /// In fragment mode, where the fragment last handed out sits in its record.
+    mark: FragmentMark,
+    /// In fragment mode, the start of the last open record that was dropped, and
+    /// why: the first reason it met, whatever the chunking of the input.
+    cut_short: Option<(u64, CorruptionKind)>,
+}
+
+/// Where a fragment handed out in fragment mode sits in its record. Every other rule
+/// (checksums, skips, damage, recovery) is the record mode's: the two modes differ
+/// only in whether an open record's payload is kept or handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FragmentMark {
+    /// A FULL fragment: a whole record starting at `start`.
+    Whole { start: u64 },
+    /// A FIRST fragment: a record starting at `start` goes on.
+    Begin { start: u64 },
+    /// A MIDDLE fragment of the open record.
+    Middle,
+    /// The LAST fragment of the open record.
+    End,
 }
 
 impl fmt::Debug for LogDecoder {
@@ -606,6 +632,79 @@ impl LogDecoder {
         self.stats
     }
 
+    /// Fragment mode: the next checked fragment payload of a record and where it
+    /// sits in its record, instead of whole records. `max_record_bytes` stands in
+    /// for the configured limit while it runs (the streaming path has its own).
+    ///
+    /// Switch modes only between records: a record opened in one mode must be
+    /// finished (or abandoned) in it.
+    pub(crate) fn decode_fragment(
+        &mut self,
+        src: &mut BytesMut,
+        eof: bool,
+        max_record_bytes: usize,
+    ) -> Result<Option<(FragmentMark, Bytes)>, Error> {
+        let whole_limit = std::mem::replace(&mut self.max_record_bytes, max_record_bytes);
+        self.fragments = true;
+        // A FULL record is returned by paths shared with record mode, which leave
+        // the mark alone: it is marked here, and its start read below.
+        self.mark = FragmentMark::Whole { start: 0 };
+        let decoded = match self.decode_plain_full(src) {
+            Some(record) => Ok(Some(record)),
+            None => self.decode_inner(src, eof),
+        };
+        self.fragments = false;
+        self.max_record_bytes = whole_limit;
+        let mark = match self.mark {
+            FragmentMark::Whole { .. } => FragmentMark::Whole {
+                start: self.last_record.map_or(0, |p| p.start),
+            },
+            other => other,
+        };
+        Ok(decoded?.map(|payload| (mark, payload)))
+    }
+
+    /// The start of the record open in the decoder, if one is (a FIRST seen, its
+    /// LAST not yet, and not dropped for its size).
+    pub(crate) fn open_record(&self) -> Option<u64> {
+        match self.assembly {
+            Assembly::Idle => None,
+            // A record past the limit is dropped as it comes: for a reader of its
+            // fragments it is over.
+            Assembly::Discarding { .. } => None,
+            Assembly::Collecting { start, .. } => Some(start),
+        }
+    }
+
+    /// Takes back into record mode a record opened in fragment mode whose only
+    /// fragment so far, its FIRST, is `first`: a whole-record read goes on with it.
+    pub(crate) fn reopen_with(&mut self, first: Bytes) {
+        if let Assembly::Collecting { parts, .. } = &mut self.assembly {
+            *parts = Parts::default();
+            parts.push(first);
+        }
+    }
+
+    /// Why the open record that started at `start` was dropped, if it was.
+    pub(crate) fn cut_short(&self, start: u64) -> Option<CorruptionKind> {
+        self.cut_short
+            .filter(|&(at, _)| at == start)
+            .map(|(_, kind)| kind)
+    }
+
+    /// Notes that the open record at `start` is dropped for `kind` (fragment mode).
+    fn note_cut(&mut self, start: u64, kind: CorruptionKind) {
+        if self.fragments {
+            self.cut_short = Some((start, kind));
+        }
+    }
+
+    /// Whether damage waits on what follows some zeros: a torn tail if only zeros
+    /// run to EOF, damage otherwise.
+    pub(crate) fn zeros_pending(&self) -> bool {
+        self.zero_suspect.is_some()
+    }
+
     fn consume(&mut self, src: &mut BytesMut, n: usize) {
         src.advance(n);
         self.offset += n as u64;
@@ -661,11 +760,14 @@ impl LogDecoder {
         match std::mem::replace(&mut self.assembly, Assembly::Idle) {
             Assembly::Idle => Ok(()),
             Assembly::Collecting { parts, .. } if parts.len == 0 => Ok(()),
-            Assembly::Collecting { start, parts } => self.corrupt(Corruption::new(
-                start,
-                parts.len as u64,
-                CorruptionKind::PartialRecordWithoutEnd,
-            )),
+            Assembly::Collecting { start, parts } => {
+                self.note_cut(start, CorruptionKind::PartialRecordWithoutEnd);
+                self.corrupt(Corruption::new(
+                    start,
+                    parts.len as u64,
+                    CorruptionKind::PartialRecordWithoutEnd,
+                ))
+            }
             Assembly::Discarding { start, dropped } => self.corrupt(Corruption::new(
                 start,
                 dropped,
@@ -679,11 +781,14 @@ impl LogDecoder {
     fn abandon_assembly(&mut self) -> Option<Corruption> {
         match std::mem::replace(&mut self.assembly, Assembly::Idle) {
             Assembly::Idle => None,
-            Assembly::Collecting { start, parts } => Some(Corruption::new(
-                start,
-                parts.len as u64,
-                CorruptionKind::ErrorInMiddleOfRecord,
-            )),
+            Assembly::Collecting { start, parts } => {
+                self.note_cut(start, CorruptionKind::ErrorInMiddleOfRecord);
+                Some(Corruption::new(
+                    start,
+                    parts.len as u64,
+                    CorruptionKind::ErrorInMiddleOfRecord,
+                ))
+            }
             Assembly::Discarding { start, dropped } => Some(Corruption::new(
                 start,
                 dropped,
@@ -1076,12 +1181,25 @@ impl LogDecoder {
                         continue;
                     }
                     let mut parts = Parts::default();
-                    parts.push(payload);
+                    let handed = if self.fragments {
+                        // Handed out, not kept: the open record is only counted.
+                        parts.len = payload.len();
+                        Some(payload)
+                    } else {
+                        parts.push(payload);
+                        None
+                    };
                     self.assembly = Assembly::Collecting {
                         start: fragment_offset,
                         parts,
                     };
                     self.check_record_size()?;
+                    if let (Some(payload), Assembly::Collecting { .. }) = (handed, &self.assembly) {
+                        self.mark = FragmentMark::Begin {
+                            start: fragment_offset,
+                        };
+                        return Ok(Some(payload));
+                    }
                 }
                 Some(RecordType::Middle) | Some(RecordType::Last) => {
                     let last = record_type == Some(RecordType::Last);
@@ -1095,6 +1213,25 @@ impl LogDecoder {
                         }
                         Assembly::Discarding { dropped, .. } => {
                             *dropped += payload.len() as u64;
+                            if last {
+                                self.interrupt_assembly()?;
+                            }
+                        }
+                        Assembly::Collecting { parts, .. } if self.fragments => {
+                            parts.len += payload.len();
+                            let len = parts.len;
+                            self.check_record_size()?;
+                            if let Assembly::Collecting { start, .. } = self.assembly {
+                                if !last {
+                                    self.mark = FragmentMark::Middle;
+                                    return Ok(Some(payload));
+                                }
+                                self.assembly = Assembly::Idle;
+                                self.mark = FragmentMark::End;
+                                // The record's earlier fragments count too.
+                                self.stats.record_bytes += (len - payload.len()) as u64;
+                                return Ok(Some(self.finish_record(start, payload)));
+                            }
                             if last {
                                 self.interrupt_assembly()?;
                             }
@@ -1124,7 +1261,10 @@ impl LogDecoder {
                 Some(RecordType::Zero) | None => {
                     let held = match std::mem::replace(&mut self.assembly, Assembly::Idle) {
                         Assembly::Idle => 0,
-                        Assembly::Collecting { parts, .. } => parts.len as u64,
+                        Assembly::Collecting { start, parts } => {
+                            self.note_cut(start, CorruptionKind::UnknownRecordType(type_byte));
+                            parts.len as u64
+                        }
                         Assembly::Discarding { dropped, .. } => dropped,
                     };
                     self.corrupt(Corruption::new(
@@ -1142,6 +1282,7 @@ impl LogDecoder {
         if let Assembly::Collecting { start, ref parts } = self.assembly {
             let len = parts.len;
             if len > self.max_record_bytes {
+                self.note_cut(start, CorruptionKind::RecordTooLarge);
                 if self.recovery == Recovery::SkipCorrupted {
                     // Reported once the record ends, with everything it dropped.
                     self.assembly = Assembly::Discarding {

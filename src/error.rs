@@ -291,6 +291,10 @@ impl fmt::Display for Corruption {
     }
 }
 
+/// A corruption is an error in its own right where a reader of a record's bytes
+/// ([`RecordReader`](crate::RecordReader)) returns it as an [`io::Error`]'s source.
+impl std::error::Error for Corruption {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -78,6 +78,8 @@ pub mod metadata;
 pub mod physical;
 mod reader;
 mod record_decoder;
+mod record_reader;
+mod record_writer;
 pub mod recordio;
 mod repair;
 pub mod write_batch;
@@ -98,13 +100,15 @@ pub use logdir::{
 };
 pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
 pub use record_decoder::LogRecordDecoder;
+pub use record_reader::RecordReader;
+pub use record_writer::{LogWriter, RecordWriter};
 pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
 pub use repair::{repair_log, scan_log, RepairOptions, TailScan};
 #[allow(deprecated)]
 pub use repair::{repair_log_with_limit, scan_log_with_limit};
 pub use writer::{
     AsyncLogWriter, WriterOptions, WriterStats, DEFAULT_IDLE_SPIN, DEFAULT_MAX_BATCH_BYTES,
-    DEFAULT_MAX_QUEUED_BYTES,
+    DEFAULT_MAX_QUEUED_BYTES, DEFAULT_STREAM_STALL_TIMEOUT,
 };
 
 // Every Rust snippet of the README is compiled (and, unless `no_run`, run) as a test.

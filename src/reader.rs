@@ -23,6 +23,7 @@ use tokio_util::codec::Decoder;
 use tokio_util::io::poll_read_buf;
 
 use crate::format::{block_start, Position, BLOCK_SIZE};
+use crate::record_reader::StreamState;
 use crate::{Error, LogDecoder, LogDecoderBuilder};
 
 mod guard;
@@ -75,6 +76,8 @@ pub struct LogReader<R> {
     checking: Option<tokio::task::JoinHandle<Result<BytesMut, Error>>>,
     eof: bool,
     done: bool,
+    /// Streamed records ([`LogReader::next_record_reader`]): what a reader left.
+    pub(crate) stream: StreamState,
 }
 
 impl<R: AsyncRead + Unpin> LogReader<R> {
@@ -94,6 +97,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             checking: None,
             eof: false,
             done: false,
+            stream: StreamState::default(),
         }
     }
 
@@ -119,6 +123,17 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
     }
 
     fn poll_record(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<LogRecord, Error>>> {
+        if self.stream.is_busy() {
+            // A streamed record left behind: finish it before whole records go on.
+            match ready!(self.poll_settle_stream(cx)) {
+                Ok(Some(record)) => return Poll::Ready(Some(Ok(record))),
+                Ok(None) => {}
+                Err(e) => {
+                    self.done = true;
+                    return Poll::Ready(Some(Err(e)));
+                }
+            }
+        }
         loop {
             if self.done {
                 return Poll::Ready(None);
@@ -193,6 +208,35 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 Ok(_) => {}
             }
         }
+    }
+}
+
+/// The pieces the streaming reader ([`crate::record_reader`]) drives.
+impl<R: AsyncRead + Unpin> LogReader<R> {
+    /// Reads once more from the source into the buffer; a read of 0 bytes is EOF.
+    pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.buffer.reserve(self.read_size);
+        match ready!(poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buffer)) {
+            Err(e) => {
+                self.done = true;
+                Poll::Ready(Err(Error::Io(e)))
+            }
+            Ok(0) => {
+                self.eof = true;
+                Poll::Ready(Ok(()))
+            }
+            Ok(_) => Poll::Ready(Ok(())),
+        }
+    }
+
+    /// The buffer, the decoder, whether EOF was seen, and whether the reader is done.
+    pub(crate) fn stream_parts(&mut self) -> (&mut BytesMut, &mut LogDecoder, bool, &mut bool) {
+        (
+            &mut self.buffer,
+            &mut self.decoder,
+            self.eof,
+            &mut self.done,
+        )
     }
 }
 

@@ -34,6 +34,7 @@
 //! dirty pages and report the next sync as a success), so the writer never does.
 
 mod storage;
+mod stream;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -48,6 +49,7 @@ use bytes::BytesMut;
 use tokio::sync::{oneshot, watch, Semaphore};
 
 pub use storage::{FileStorage, Storage};
+pub use stream::DEFAULT_STREAM_STALL_TIMEOUT;
 
 use crate::format::{Position, HEADER_SIZE, MAX_FRAGMENT_PAYLOAD};
 use crate::repair::recover_file;
@@ -91,6 +93,7 @@ pub struct WriterOptions {
     preallocate: u64,
     max_record_bytes: usize,
     format: crate::LogFormat,
+    stream_stall_timeout: Duration,
 }
 
 impl Default for WriterOptions {
@@ -103,6 +106,7 @@ impl Default for WriterOptions {
             preallocate: 0,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             format: crate::LogFormat::leveldb(),
+            stream_stall_timeout: DEFAULT_STREAM_STALL_TIMEOUT,
         }
     }
 }
@@ -208,6 +212,15 @@ impl WriterOptions {
     /// [`from_file`](Self::from_file) on a log known to be intact.
     pub fn format(&mut self, format: crate::LogFormat) -> &mut Self {
         self.format = format;
+        self
+    }
+
+    /// How long a streamed append ([`AsyncLogWriter::append_stream`]) waits for its
+    /// source to deliver each fragment's bytes (up to 32 KiB) before it fails
+    /// (default [`DEFAULT_STREAM_STALL_TIMEOUT`], 10 s). Other appends wait behind a
+    /// streamed record, so this bounds how long a stalled source holds them up.
+    pub fn stream_stall_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.stream_stall_timeout = timeout;
         self
     }
 
@@ -348,6 +361,9 @@ impl WriterOptions {
             min_sync_interval: self.min_sync_interval,
             preallocate: self.preallocate,
             max_record_bytes: self.max_record_bytes,
+            stream_stall_timeout: self.stream_stall_timeout,
+            stream_gate: tokio::sync::Mutex::new(()),
+            stream_done: tokio::sync::Notify::new(),
             durable_end: watch::channel(len).0,
         });
         let flusher = Arc::clone(&shared);
@@ -687,18 +703,32 @@ impl AsyncLogWriter {
         }
         // Room in the queue, capped so a record larger than the queue still fits alone.
         let permits = estimate.min(shared.max_queued_bytes);
-        match shared.queue.acquire_many(permits as u32).await {
-            // Returned by the flusher once the bytes are written, not on drop.
-            Ok(permit) => permit.forget(),
-            Err(_) => return Err(shared.refusal()),
-        }
-
-        let mut state = shared.lock();
-        if let Some(refusal) = state.refusal() {
-            drop(state);
+        let mut state = loop {
+            match shared.queue.acquire_many(permits as u32).await {
+                // Returned by the flusher once the bytes are written, not on drop.
+                Ok(permit) => permit.forget(),
+                Err(_) => return Err(shared.refusal()),
+            }
+            // A streamed record holds the end of the log: wait behind it, with the
+            // queue room given back for the stream's fragments. (The guard lives in
+            // its own block so the future holds none across the wait.)
+            let behind = shared.stream_done.notified();
+            let mut behind = std::pin::pin!(behind);
+            {
+                let state = shared.lock();
+                if let Some(refusal) = state.refusal() {
+                    drop(state);
+                    shared.queue.add_permits(permits);
+                    return Err(refusal);
+                }
+                if !state.streaming {
+                    break state;
+                }
+                behind.as_mut().enable();
+            }
             shared.queue.add_permits(permits);
-            return Err(refusal);
-        }
+            behind.await;
+        };
         let start = state.encoder.offset();
         let State { encoder, buf, .. } = &mut *state;
         for record in records {
@@ -815,6 +845,12 @@ struct Shared {
     /// Step by which the file is grown ahead of the log; 0 when it is not.
     preallocate: u64,
     max_record_bytes: usize,
+    /// See [`WriterOptions::stream_stall_timeout`].
+    stream_stall_timeout: Duration,
+    /// Held by a streamed append for its whole record: one at a time.
+    stream_gate: tokio::sync::Mutex<()>,
+    /// Wakes the appends that waited behind a streamed record.
+    stream_done: tokio::sync::Notify,
     /// The durable length, published after each sync for [`AsyncLogWriter::durable_end`].
     durable_end: watch::Sender<u64>,
 }
@@ -924,6 +960,8 @@ struct State {
     closers: Vec<oneshot::Sender<Result<u64, Error>>>,
     failure: Option<Failure>,
     counters: Counters,
+    /// A streamed record holds the end of the log: other records wait.
+    streaming: bool,
 }
 
 impl State {
@@ -943,6 +981,7 @@ impl State {
             closers: Vec::new(),
             failure: None,
             counters: Counters::default(),
+            streaming: false,
         }
     }
 

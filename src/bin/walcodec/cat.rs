@@ -8,9 +8,15 @@
 //! | `recordio` | Mesos RecordIO: each payload as `LENGTH\n` then its bytes, for a Mesos-style consumer |
 //!
 //! `write --from lines|hex|recordio` reads them back into a log.
+//!
+//! `--record N` writes only the payload of record N (the first is 0), raw, streamed
+//! a fragment at a time: a record of any size, beyond `--max-record-bytes` too.
+//! `write --stream` reads such a payload back into a log.
 
 use std::io::Write;
 use std::path::PathBuf;
+
+use tokio::io::AsyncBufReadExt;
 
 use bytes::BytesMut;
 use clap::ValueEnum;
@@ -36,6 +42,9 @@ pub(crate) struct Args {
     /// What to do with damage.
     #[arg(long, value_enum, value_name = "MODE", default_value_t = RecoveryArg::SkipCorrupted)]
     recovery: RecoveryArg,
+    /// Only record N (counted from 0, from --start), raw and streamed: of any size.
+    #[arg(long, value_name = "N", conflicts_with = "to")]
+    record: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -51,6 +60,9 @@ enum To {
 }
 
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
+    if let Some(n) = args.record {
+        return stream_record(&args, n, limits).await;
+    }
     let mut reader = open_reader(&args.file, args.recovery, args.start, limits)?;
     let mut out = stdout();
     let mut line = Vec::new();
@@ -96,5 +108,67 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     }
     finish(out)?;
     let (name, decoder) = finish_reader(reader);
+    read_status(&name, &decoder, error)
+}
+
+/// `--record N`: streams record `n` to stdout; the records before it are passed
+/// over a fragment at a time, never assembled.
+async fn stream_record(args: &Args, n: u64, limits: Limits) -> Result<Status, Failure> {
+    let mut reader = open_reader(&args.file, args.recovery, args.start, limits)?;
+    let mut out = stdout();
+    let mut seen = 0u64;
+    let mut error = None;
+    let mut broken = None;
+    let mut found = false;
+    while let Some(record) = reader.next_record_reader().await {
+        let mut record = match record {
+            Ok(record) => record,
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        };
+        if seen < n {
+            // Dropped unread: the rest of it is skipped.
+            seen += 1;
+            continue;
+        }
+        found = true;
+        loop {
+            let chunk = match record.fill_buf().await {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    broken = Some((record.start(), e));
+                    break;
+                }
+            };
+            if chunk.is_empty() {
+                break;
+            }
+            out.write_all(chunk)?;
+            let len = chunk.len();
+            std::pin::Pin::new(&mut record).consume(len);
+        }
+        break;
+    }
+    finish(out)?;
+    let (name, decoder) = finish_reader(reader);
+    if let Some((start, e)) = broken {
+        // The bytes written belong to a record that did not complete.
+        eprintln!(
+            "walcodec: {name}: record {n} (offset {start}) is incomplete; what was written of it is not the record: {e}"
+        );
+        return Ok(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            Status::TornTail
+        } else {
+            Status::Corrupt
+        });
+    }
+    if !found && error.is_none() {
+        return Err(Failure::new(format!(
+            "{name}: no record {n}: the log holds {seen} record(s) from offset {}",
+            args.start
+        )));
+    }
     read_status(&name, &decoder, error)
 }

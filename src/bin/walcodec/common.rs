@@ -118,6 +118,7 @@ pub(crate) fn io_message(error: &io::Error) -> String {
 pub(crate) struct Limits {
     /// The largest record read or written. A larger one in a log is reported as damage
     /// ("record too large"); it bounds the memory a damaged or hostile log can take.
+    /// Streamed records (`cat --record`, `write --stream`) are not bounded by it.
     #[arg(long, global = true, value_name = "BYTES", default_value_t = DEFAULT_MAX_RECORD_BYTES)]
     pub(crate) max_record_bytes: usize,
     /// Stop reading the input at this offset. A regular file is read up to the length

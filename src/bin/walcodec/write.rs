@@ -6,6 +6,10 @@
 //! | `hex`    | one record a line in hex (either case); an empty line is an empty record |
 //! | `recordio` | Mesos RecordIO (`LENGTH\n` and the bytes, for each record); `--lenient` also takes empty lines and `\r\n` |
 //!
+//! With `--stream`, all of stdin is one record, of any size: it is framed a
+//! fragment at a time ([`LogWriter`]), so memory stays at a block or two and
+//! `--max-record-bytes` does not apply.
+//!
 //! A new file is created (an existing one is refused); `--append` continues an
 //! existing log at its length, as LevelDB's writer does on reopen, once it has
 //! checked that the log ends with a complete record. The data is synced (and a new
@@ -19,7 +23,7 @@ use std::path::{Path, PathBuf};
 use bytes::BytesMut;
 use clap::ValueEnum;
 use tokio_util::codec::Decoder;
-use walcodec::{LogEncoder, RecordIoCodec};
+use walcodec::{LogEncoder, LogWriter, RecordIoCodec};
 
 use crate::common::{parse_hex, Failure, Limits, Status};
 use crate::input::Input;
@@ -40,6 +44,10 @@ pub(crate) struct Args {
     /// after a length, as some Mesos clients send.
     #[arg(long)]
     lenient: bool,
+    /// All of stdin is one record, of any size (streamed; --max-record-bytes does
+    /// not apply).
+    #[arg(long, conflicts_with_all = ["from", "lenient"])]
+    stream: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -78,7 +86,11 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     })?;
 
     let stdin = io::stdin().lock();
-    let written = copy_records(stdin, &args, limits, &mut file, existing_len.unwrap_or(0));
+    let written = if args.stream {
+        copy_stream(stdin, path, &mut file, existing_len.unwrap_or(0))
+    } else {
+        copy_records(stdin, &args, limits, &mut file, existing_len.unwrap_or(0))
+    };
     if let Err(failure) = written {
         // Leave OUT as it was: bad input must not leave half a log behind.
         match existing_len {
@@ -181,6 +193,82 @@ fn copy_records(
         From::Recordio => copy_recordio(input, args.lenient, limits, &mut output)?,
     }
     output.flush()
+}
+
+/// Writes all of `input` as one record onto the end of `file`, a log `len` bytes
+/// long, a fragment at a time.
+fn copy_stream(
+    input: impl Read + Unpin,
+    path: &Path,
+    file: &mut File,
+    len: u64,
+) -> Result<(), Failure> {
+    let mut writer = LogWriter::with_offset(Blocking(io::BufWriter::new(file)), len);
+    // The reads and writes block, as the rest of this command's do: nothing else
+    // runs meanwhile, so a plain executor drives the writer.
+    futures::executor::block_on(writer.append_stream(Blocking(input))).map_err(|e| {
+        let message = e.to_string();
+        if message.starts_with("stdin:") {
+            Failure::new(message)
+        } else {
+            Failure::new(format!("{}: {message}", path.display()))
+        }
+    })?;
+    let Blocking(mut out) = writer.into_inner();
+    out.flush().map_err(|e| Failure::io(path, e))
+}
+
+/// A blocking reader or writer as a tokio one, for [`LogWriter`]: every call
+/// completes at once.
+struct Blocking<T>(T);
+
+impl<R: Read + Unpin> tokio::io::AsyncRead for Blocking<R> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            match this.0.read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return std::task::Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return std::task::Poll::Ready(Err(io::Error::new(
+                        e.kind(),
+                        format!("stdin: {e}"),
+                    )))
+                }
+            }
+        }
+    }
+}
+
+impl<W: Write + Unpin> tokio::io::AsyncWrite for Blocking<W> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::task::Poll::Ready(self.get_mut().0.write(buf))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Ready(self.get_mut().0.flush())
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        self.poll_flush(cx)
+    }
 }
 
 /// Reads Mesos RecordIO from `input`, bounded by the record limit.
