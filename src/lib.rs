@@ -41,6 +41,7 @@ mod decoder;
 mod encoder;
 mod error;
 pub mod format;
+mod framed;
 pub mod physical;
 mod reader;
 mod record_decoder;
@@ -56,7 +57,11 @@ pub use decoder::{
 pub use encoder::LogEncoder;
 pub use error::{Corruption, CorruptionKind, Error, LogChange};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
-pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
+pub use framed::{FRAMED_READ_CAPACITY, FRAMED_WRITE_BUFFER};
+pub use reader::{
+    split_ranges, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,
+    DEFAULT_CHUNKS_IN_FLIGHT, DEFAULT_CHUNK_BYTES, DEFAULT_POLL_INTERVAL,
+};
 pub use record_decoder::LogRecordDecoder;
 pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
 pub use repair::{repair_log, scan_log, RepairOptions, TailScan};
