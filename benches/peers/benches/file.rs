@@ -12,6 +12,8 @@
 //! | `file_read`  | `bound_read`                | `read` of the file in 1 MiB pieces, no decoding   |
 //! |              | `walcodec_open`             | `LogReader::open(path)`, every record              |
 //! |              | `walcodec_framed_read`      | `LogDecoder::framed_read(tokio::fs::File)`        |
+//! |              | `walcodec_framed_read_ahead`| `LogDecoder::framed_read(ReadAhead::open(..))`    |
+//! |              | `walcodec_read_ahead_256k`, `_1m` | `LogReader::open` with other chunk sizes    |
 //! |              | `walcodec_framed_read_8k`   | `FramedRead::new(tokio::fs::File, ..)` (8 KiB)    |
 //! |              | `leveldb_cpp`               | LevelDB 1.23 `log::Reader` over `Env::Default()`  |
 //! | `file_write` | `bound_write`               | `write` of the encoded log in 1 MiB pieces        |
@@ -41,7 +43,7 @@ use bytes::BytesMut;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use futures::{SinkExt, TryStreamExt};
 use tokio_util::codec::FramedRead;
-use walcodec::{AsyncLogWriter, LogDecoder, LogEncoder, LogReader};
+use walcodec::{AsyncLogWriter, LogDecoder, LogEncoder, LogReader, ReadAhead};
 
 /// The records, as offsets into one pool of pseudo-random bytes: a 1 GiB log needs
 /// no 1 GiB of records in memory.
@@ -180,6 +182,43 @@ fn file_read(c: &mut Criterion) {
         })
     });
 
+    group.bench_function("walcodec_framed_read_ahead", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let source = ReadAhead::open(&path, 0).await.unwrap();
+                let n = LogDecoder::framed_read(source)
+                    .try_fold(0, |n, record| {
+                        black_box(record);
+                        async move { Ok(n + 1) }
+                    })
+                    .await
+                    .unwrap();
+                assert_eq!(n, expected);
+            })
+        })
+    });
+
+    for (name, chunk_bytes) in [("256k", 256 << 10), ("1m", 1 << 20)] {
+        group.bench_function(format!("walcodec_read_ahead_{name}"), |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let source = ReadAhead::builder()
+                        .chunk_bytes(chunk_bytes)
+                        .open(&path, 0)
+                        .await
+                        .unwrap();
+                    let mut reader = LogReader::from_read_ahead(source, LogDecoder::new());
+                    let mut n = 0;
+                    while let Some(record) = reader.next_record().await {
+                        black_box(record.unwrap());
+                        n += 1;
+                    }
+                    assert_eq!(n, expected);
+                })
+            })
+        });
+    }
+
     group.bench_function("walcodec_framed_read_8k", |b| {
         b.iter(|| {
             rt.block_on(async {
@@ -270,7 +309,7 @@ fn file_write(c: &mut Criterion) {
                         rt.block_on(async {
                             let writer = AsyncLogWriter::create(path).await.unwrap();
                             for record in records.iter() {
-                                writer.append_buffered(record.to_vec()).await.unwrap();
+                                writer.append_buffered(record).await.unwrap();
                             }
                             writer.close().await.unwrap();
                         })
