@@ -331,9 +331,11 @@ impl LogDecoderBuilder {
         }
     }
 
-    /// A [`FramedRead`] of `io` with the configured decoder.
+    /// A [`FramedRead`] of `io` with the configured decoder and a read buffer of
+    /// [`FRAMED_READ_CAPACITY`](crate::FRAMED_READ_CAPACITY) bytes (see
+    /// [`LogDecoder::framed_read`]).
     pub fn new_read<R: AsyncRead>(&self, io: R) -> FramedRead<R, LogDecoder> {
-        FramedRead::new(io, self.build())
+        self.framed_read(io)
     }
 }
 

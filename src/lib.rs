@@ -73,6 +73,7 @@ mod encoder;
 mod error;
 pub mod format;
 pub mod fragment;
+mod framed;
 mod logdir;
 pub mod metadata;
 pub mod physical;
@@ -94,11 +95,15 @@ pub use encoder::{LogEncoder, LogEncoderBuilder, LogFormat};
 pub use error::{Corruption, CorruptionKind, Error, LogChange};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 pub use fragment::Dialect;
+pub use framed::{FRAMED_READ_CAPACITY, FRAMED_WRITE_BUFFER};
 pub use logdir::{
     DirReader, DirRecord, LogDir, LogDirOptions, LogPosition, ParsePositionError,
     DEFAULT_MAX_SEGMENT_BYTES,
 };
-pub use reader::{split_ranges, LogReader, LogRecord, LogTailer, DEFAULT_POLL_INTERVAL};
+pub use reader::{
+    split_ranges, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,
+    DEFAULT_CHUNKS_IN_FLIGHT, DEFAULT_CHUNK_BYTES, DEFAULT_POLL_INTERVAL,
+};
 pub use record_decoder::LogRecordDecoder;
 pub use record_reader::RecordReader;
 pub use record_writer::{LogWriter, RecordWriter};

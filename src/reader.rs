@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use futures::Stream;
 use tokio::io::{AsyncRead, AsyncSeekExt};
 use tokio_util::codec::Decoder;
@@ -27,8 +27,10 @@ use crate::record_reader::StreamState;
 use crate::{Error, LogDecoder, LogDecoderBuilder};
 
 mod guard;
+mod readahead;
 
 use guard::FileGuard;
+pub use readahead::{ReadAhead, ReadAheadBuilder, DEFAULT_CHUNKS_IN_FLIGHT, DEFAULT_CHUNK_BYTES};
 
 /// One record of a log and where it sits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +76,11 @@ pub struct LogReader<R> {
     /// A followed file's guard, and the check it runs after each wait at EOF.
     guard: Option<FileGuard>,
     checking: Option<tokio::task::JoinHandle<Result<BytesMut, Error>>>,
+    /// Set only for a `LogReader<ReadAhead>` built to take its chunks: how to reach
+    /// them, so that they become the decoder's buffer instead of being copied.
+    chunks: Option<fn(&mut R) -> &mut ReadAhead>,
+    /// What is left of the last chunk taken, after `buffer`.
+    spill: BytesMut,
     eof: bool,
     done: bool,
     /// Streamed records ([`LogReader::next_record_reader`]): what a reader left.
@@ -95,6 +102,8 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             sleep: None,
             guard: None,
             checking: None,
+            chunks: None,
+            spill: BytesMut::new(),
             eof: false,
             done: false,
             stream: StreamState::default(),
@@ -189,9 +198,14 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 self.done = true;
                 return Poll::Ready(None);
             }
-            self.buffer.reserve(self.read_size);
             let before = self.buffer.len();
-            let read = ready!(poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buffer));
+            let read = match self.chunks {
+                Some(chunks) => ready!(self.poll_take_chunk(cx, chunks)),
+                None => {
+                    self.buffer.reserve(self.read_size);
+                    ready!(poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buffer))
+                }
+            };
             if let (Some(guard), Ok(n)) = (self.guard.as_mut(), &read) {
                 guard.read(&self.buffer[before..before + n]);
             }
@@ -215,8 +229,16 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
 impl<R: AsyncRead + Unpin> LogReader<R> {
     /// Reads once more from the source into the buffer; a read of 0 bytes is EOF.
     pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.buffer.reserve(self.read_size);
-        match ready!(poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buffer)) {
+        let read = match self.chunks {
+            // A read-ahead source: the same hand-off as `poll_record`'s, so the two
+            // kinds of reading can follow each other on one reader.
+            Some(chunks) => ready!(self.poll_take_chunk(cx, chunks)),
+            None => {
+                self.buffer.reserve(self.read_size);
+                ready!(poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buffer))
+            }
+        };
+        match read {
             Err(e) => {
                 self.done = true;
                 Poll::Ready(Err(Error::Io(e)))
@@ -240,6 +262,41 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
     }
 }
 
+impl<R> LogReader<R> {
+    /// Appends the next bytes of a read-ahead source to `buffer`, as
+    /// `poll_read_buf` would, and says how many.
+    ///
+    /// An empty buffer becomes the next chunk itself: records in it are views of
+    /// the chunk. Bytes left over from the chunk before (a fragment cut by the
+    /// chunk boundary) get the new chunk's bytes up to the next block boundary
+    /// copied after them, and no more: fragments never cross a block boundary, so
+    /// the decoder consumes the buffer to its end and the rest of the chunk, which
+    /// now starts at a block boundary, again becomes the buffer itself.
+    fn poll_take_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        chunks: fn(&mut R) -> &mut ReadAhead,
+    ) -> Poll<std::io::Result<usize>> {
+        if self.spill.is_empty() {
+            match ready!(chunks(&mut self.io).poll_chunk(cx)) {
+                None => return Poll::Ready(Ok(0)),
+                Some(Err(e)) => return Poll::Ready(Err(e)),
+                Some(Ok(chunk)) => self.spill = chunk,
+            }
+        }
+        if self.buffer.is_empty() {
+            self.buffer = std::mem::take(&mut self.spill);
+            return Poll::Ready(Ok(self.buffer.len()));
+        }
+        let next = self.decoder.offset() + self.buffer.len() as u64;
+        let to_boundary = BLOCK_SIZE - (next % BLOCK_SIZE as u64) as usize;
+        let n = to_boundary.min(self.spill.len());
+        self.buffer.extend_from_slice(&self.spill[..n]);
+        self.spill.advance(n);
+        Poll::Ready(Ok(n))
+    }
+}
+
 impl<R: AsyncRead + Unpin> Stream for LogReader<R> {
     type Item = Result<LogRecord, Error>;
 
@@ -248,9 +305,26 @@ impl<R: AsyncRead + Unpin> Stream for LogReader<R> {
     }
 }
 
-impl LogReader<tokio::fs::File> {
+impl LogReader<ReadAhead> {
+    /// Reads the log that `source` reads with `decoder`, taking the source's chunks
+    /// as the decoder's buffer: a record that fits in one fragment is a view of the
+    /// chunk it was read into, and nothing is copied unless a fragment crosses a
+    /// chunk boundary (then at most the bytes to the next block boundary are).
+    ///
+    /// `source` must start at the offset the decoder expects, as for
+    /// [`new`](LogReader::new). Results do not depend on the chunk size.
+    pub fn from_read_ahead(source: ReadAhead, decoder: LogDecoder) -> LogReader<ReadAhead> {
+        let mut reader = LogReader::new(source, decoder);
+        reader.chunks = Some(|source| source);
+        reader
+    }
+
     /// Opens the log at `path` and reads all of it with the default decoder
     /// ([`Recovery::TolerateTail`](crate::Recovery::TolerateTail)).
+    ///
+    /// The file is read through a [`ReadAhead`] pipeline with its defaults: large
+    /// reads on a blocking thread, ahead of the decoding, into buffers that the
+    /// records are views of.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -272,7 +346,7 @@ impl LogReader<tokio::fs::File> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn open(path: impl AsRef<Path>) -> Result<LogReader<tokio::fs::File>, Error> {
+    pub async fn open(path: impl AsRef<Path>) -> Result<LogReader<ReadAhead>, Error> {
         LogReader::open_at(path, 0, &LogDecoder::builder()).await
     }
 
@@ -307,12 +381,10 @@ impl LogReader<tokio::fs::File> {
         path: impl AsRef<Path>,
         start_offset: u64,
         builder: &LogDecoderBuilder,
-    ) -> Result<LogReader<tokio::fs::File>, Error> {
-        let mut file = tokio::fs::File::open(path).await?;
-        file.seek(SeekFrom::Start(block_start(start_offset)))
-            .await?;
+    ) -> Result<LogReader<ReadAhead>, Error> {
+        let source = ReadAhead::open(path, block_start(start_offset)).await?;
         let decoder = builder.clone().start_offset(start_offset).build();
-        Ok(LogReader::new(file, decoder))
+        Ok(LogReader::from_read_ahead(source, decoder))
     }
 
     /// Opens one split of the log at `path`: the records whose first fragment starts
@@ -351,7 +423,7 @@ impl LogReader<tokio::fs::File> {
         path: impl AsRef<Path>,
         range: Range<u64>,
         builder: &LogDecoderBuilder,
-    ) -> Result<LogReader<tokio::fs::File>, Error> {
+    ) -> Result<LogReader<ReadAhead>, Error> {
         let mut builder = builder.clone();
         builder.end_offset(range.end);
         LogReader::open_at(path, range.start, &builder).await
@@ -447,8 +519,12 @@ impl LogTailer<tokio::fs::File> {
         start_offset: u64,
         builder: &LogDecoderBuilder,
     ) -> Result<LogTailer<tokio::fs::File>, Error> {
-        let reader = LogReader::open_at(&path, start_offset, builder).await?;
-        let (file, decoder) = reader.into_parts();
+        // A tokio file rather than a read-ahead: a tailer spends its time waiting at
+        // the end, where reading ahead has nothing to read.
+        let mut file = tokio::fs::File::open(&path).await?;
+        file.seek(SeekFrom::Start(block_start(start_offset)))
+            .await?;
+        let decoder = builder.clone().start_offset(start_offset).build();
         LogTailer::follow_file(file, path, decoder).await
     }
 

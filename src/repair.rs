@@ -337,9 +337,11 @@ async fn lost_after_sync(
     if offset.saturating_add(unsynced_window) < data_end {
         return Ok(false);
     }
-    // Only zeros between the last complete record and the damage: what came next
-    // was lost (a sector holding the synced bytes and then nothing of the rest).
-    if scan.valid_len < offset {
+    // Only zeros between the last complete record and the damage, where a header
+    // could start (not a block's trailer): what came next was lost (a sector
+    // holding the synced bytes and then nothing of the rest).
+    let block_left = BLOCK_SIZE as u64 - scan.valid_len % BLOCK_SIZE as u64;
+    if scan.valid_len < offset && block_left >= crate::HEADER_SIZE as u64 {
         let mut between = vec![0u8; (offset - scan.valid_len) as usize];
         file.seek(SeekFrom::Start(scan.valid_len)).await?;
         file.read_exact(&mut between).await?;
@@ -352,9 +354,11 @@ async fn lost_after_sync(
     // a page lost after the last sync, has those too, and is corruption.
     let block_end = (offset / BLOCK_SIZE as u64 + 1) * BLOCK_SIZE as u64;
     let (from, to) = match kind {
-        // A lost page inside the fragment that failed its checksum (its extent, as
-        // its header gives it), or one that begins inside it and runs on past it
-        // (the zeros after a fragment that ends in zeros).
+        // A lost sector that overlaps the fragment that failed its checksum: one
+        // wholly inside it, or one that begins inside it where its bytes turn to
+        // zeros for good (the sector then runs on past it). A payload that merely
+        // ends in a zero byte before lost pages does not count: no lost sector
+        // overlaps it, so it is the fragment's own damage.
         CorruptionKind::ChecksumMismatch => {
             let mut header = [0u8; crate::HEADER_SIZE];
             if offset + header.len() as u64 > file_len {
@@ -365,15 +369,24 @@ async fn lost_after_sync(
             let length = u64::from(u16::from_le_bytes([header[4], header[5]]));
             let end = (offset + crate::HEADER_SIZE as u64 + length)
                 .min(block_end)
-                .min(data_end);
-            let mut last = [0u8; 1];
-            file.seek(SeekFrom::Start(end - 1)).await?;
-            file.read_exact(&mut last).await?;
-            if last[0] == 0 {
-                (offset, next_data(file, end, data_end).await?)
-            } else {
-                (offset, end)
+                .min(file_len);
+            let mut fragment = vec![0u8; (end - offset) as usize];
+            file.seek(SeekFrom::Start(offset)).await?;
+            file.read_exact(&mut fragment).await?;
+            let zeros_from = match fragment.iter().rposition(|&b| b != 0) {
+                Some(last) => offset + last as u64 + 1,
+                None => offset,
+            };
+            let sector = zeros_from.next_multiple_of(SECTOR_BYTES);
+            if sector < end && sector + SECTOR_BYTES <= file_len {
+                let mut bytes = [0u8; SECTOR_BYTES as usize];
+                file.seek(SeekFrom::Start(sector)).await?;
+                file.read_exact(&mut bytes).await?;
+                if bytes.iter().all(|&b| b == 0) {
+                    return Ok(true);
+                }
             }
+            (offset, end)
         }
         // Zeros that cut a record or hid a block: the run of zeros the decoder was
         // in when it found data (it had read up to `seen`), up to that data.

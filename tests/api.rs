@@ -24,7 +24,7 @@ fn write_log(dir: &std::path::Path, records: usize) -> (std::path::PathBuf, Vec<
     (path, log.to_vec())
 }
 
-async fn count(mut reader: LogReader<tokio::fs::File>) -> usize {
+async fn count(mut reader: LogReader<walcodec::ReadAhead>) -> usize {
     let mut n = 0;
     while let Some(record) = reader.next_record().await {
         record.unwrap();
@@ -154,6 +154,7 @@ fn decoders_and_readers_are_clone_send_and_sync() {
     clone_send_sync::<LogRecordDecoder>();
     clone_send_sync::<walcodec::LogDecoderBuilder>();
     send_sync::<LogReader<tokio::fs::File>>();
+    send_sync::<LogReader<walcodec::ReadAhead>>();
 }
 
 /// A decoder's clone goes on from the same point, on its own.
