@@ -301,9 +301,26 @@ impl DirReader {
                     continue;
                 }
             }
-            if readable.sealed || self.later_segment_exists().await? {
+            if readable.sealed {
+                // Sealed before the read above: the read saw all of it.
                 let cursor = self.cursor.as_mut().expect("opened above");
                 cursor.at_eof = true;
+                continue;
+            }
+            if self.later_segment_exists().await? {
+                // The writer moved on after the read above, and may have written the
+                // segment's last bytes in between: read once more, now that nothing
+                // more can come, before taking its end for the end.
+                let cursor = self.cursor.as_mut().expect("opened above");
+                cursor.buf.reserve(READ_CHUNK);
+                let n = (&mut cursor.file)
+                    .take(READ_CHUNK as u64)
+                    .read_buf(&mut cursor.buf)
+                    .await?;
+                cursor.read_to += n as u64;
+                if n == 0 {
+                    cursor.at_eof = true;
+                }
                 continue;
             }
             if !self.follow {
