@@ -11,97 +11,37 @@
 //! (those are `log_decoder_large`'s).
 #![no_main]
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
-use tokio_util::codec::Decoder;
-use walcodec::{LogDecoder, LogEncoder, Recovery, BLOCK_SIZE, HEADER_SIZE};
+use walcodec::{LogEncoder, Recovery, BLOCK_SIZE, HEADER_SIZE};
 
-const MAX_RECORD: usize = 80_000;
+#[path = "common/pieces.rs"]
+mod pieces;
 
-#[derive(Debug, PartialEq)]
-struct Run {
-    records: Vec<Bytes>,
-    reports: Vec<String>,
-    error: Option<String>,
-    valid_prefix: u64,
-    torn: bool,
-}
+use pieces::Run;
 
 /// Decodes `log`, its first `whole` bytes as one piece and the rest in pieces sized
 /// by `chunks` (all at once when `chunks` is empty).
 fn run(log: &[u8], whole: usize, recovery: Recovery, chunks: &[u8]) -> Run {
-    let reports = Arc::new(Mutex::new(Vec::new()));
-    let sink = reports.clone();
-    let mut decoder = LogDecoder::builder()
-        .recovery(recovery)
-        .max_record_bytes(MAX_RECORD)
-        .on_corruption(move |c| sink.lock().unwrap().push(c.to_string()))
-        .build();
-    let mut buffer = BytesMut::new();
-    let mut records = Vec::new();
-    let mut error = None;
-    let mut at = 0;
     let mut turn = 0;
-    'feed: while at < log.len() {
-        let size = if chunks.is_empty() {
-            log.len()
-        } else if at < whole {
-            whole
+    pieces::run(log, recovery, |at| {
+        if chunks.is_empty() {
+            return log.len();
+        }
+        if at < whole {
+            return whole;
+        }
+        let c = chunks[turn % chunks.len()] as usize;
+        turn += 1;
+        // Mostly small pieces, sometimes a block or more.
+        if c >= 250 {
+            (c - 249) * 9000
         } else {
-            let c = chunks[turn % chunks.len()] as usize;
-            turn += 1;
-            // Mostly small pieces, sometimes a block or more.
-            if c >= 250 {
-                (c - 249) * 9000
-            } else {
-                c + 1
-            }
-        };
-        let end = (at + size).min(log.len());
-        buffer.extend_from_slice(&log[at..end]);
-        at = end;
-        loop {
-            match decoder.decode(&mut buffer) {
-                Ok(Some(record)) => {
-                    assert!(record.len() <= MAX_RECORD);
-                    records.push(record);
-                }
-                Ok(None) => {
-                    assert!(buffer.len() < BLOCK_SIZE, "holds {} bytes", buffer.len());
-                    break;
-                }
-                Err(e) => {
-                    error = Some(e.to_string());
-                    break 'feed;
-                }
-            }
+            c + 1
         }
-    }
-    if error.is_none() {
-        loop {
-            match decoder.decode_eof(&mut buffer) {
-                Ok(Some(record)) => {
-                    assert!(record.len() <= MAX_RECORD);
-                    records.push(record);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    error = Some(e.to_string());
-                    break;
-                }
-            }
-        }
-    }
-    let reports = reports.lock().unwrap().clone();
-    Run {
-        records,
-        reports,
-        error,
-        valid_prefix: decoder.valid_prefix_len(),
-        torn: decoder.has_incomplete_tail(),
-    }
+    })
 }
 
 /// One valid record that fills the first block up to `lead` bytes before its end,
