@@ -216,11 +216,7 @@ pub(crate) async fn repair_file(
     max_record_bytes: usize,
 ) -> Result<TailScan, Error> {
     let scan = scan_file(file, max_record_bytes).await?;
-    if scan.needs_repair() {
-        file.set_len(scan.valid_len).await?;
-        file.sync_all().await?;
-    }
-    Ok(scan)
+    cut_tail(file, scan).await
 }
 
 /// Scans an open log from its start. The file's position afterwards is unspecified.
@@ -298,6 +294,12 @@ pub(crate) async fn recover_file(
         }
         Some((e, _)) => return Err(e),
     };
+    cut_tail(file, scan).await
+}
+
+/// Cuts what follows the last complete record, durably (a size change is metadata:
+/// `sync_all`), and returns the scan.
+async fn cut_tail(file: &mut File, scan: TailScan) -> Result<TailScan, Error> {
     if scan.needs_repair() {
         file.set_len(scan.valid_len).await?;
         file.sync_all().await?;
@@ -315,8 +317,6 @@ async fn lost_after_sync(
     seen: u64,
     unsynced_window: u64,
 ) -> Result<bool, Error> {
-    use tokio::io::AsyncReadExt;
-
     let file_len = scan.file_len;
     // The end of the data: zeros after it are preallocated space.
     let mut data_end = file_len;
@@ -324,8 +324,7 @@ async fn lost_after_sync(
     while data_end > offset {
         let from = data_end.saturating_sub(READ_CHUNK as u64).max(offset);
         let len = (data_end - from) as usize;
-        file.seek(SeekFrom::Start(from)).await?;
-        file.read_exact(&mut chunk[..len]).await?;
+        read_at(file, from, &mut chunk[..len]).await?;
         match chunk[..len].iter().rposition(|&b| b != 0) {
             Some(last) => {
                 data_end = from + last as u64 + 1;
@@ -343,8 +342,7 @@ async fn lost_after_sync(
     let block_left = BLOCK_SIZE as u64 - scan.valid_len % BLOCK_SIZE as u64;
     if scan.valid_len < offset && block_left >= crate::HEADER_SIZE as u64 {
         let mut between = vec![0u8; (offset - scan.valid_len) as usize];
-        file.seek(SeekFrom::Start(scan.valid_len)).await?;
-        file.read_exact(&mut between).await?;
+        read_at(file, scan.valid_len, &mut between).await?;
         if between.iter().all(|&b| b == 0) {
             return Ok(true);
         }
@@ -364,15 +362,13 @@ async fn lost_after_sync(
             if offset + header.len() as u64 > file_len {
                 return Ok(false);
             }
-            file.seek(SeekFrom::Start(offset)).await?;
-            file.read_exact(&mut header).await?;
+            read_at(file, offset, &mut header).await?;
             let length = u64::from(u16::from_le_bytes([header[4], header[5]]));
             let end = (offset + crate::HEADER_SIZE as u64 + length)
                 .min(block_end)
                 .min(file_len);
             let mut fragment = vec![0u8; (end - offset) as usize];
-            file.seek(SeekFrom::Start(offset)).await?;
-            file.read_exact(&mut fragment).await?;
+            read_at(file, offset, &mut fragment).await?;
             let zeros_from = match fragment.iter().rposition(|&b| b != 0) {
                 Some(last) => offset + last as u64 + 1,
                 None => offset,
@@ -380,8 +376,7 @@ async fn lost_after_sync(
             let sector = zeros_from.next_multiple_of(SECTOR_BYTES);
             if sector < end && sector + SECTOR_BYTES <= file_len {
                 let mut bytes = [0u8; SECTOR_BYTES as usize];
-                file.seek(SeekFrom::Start(sector)).await?;
-                file.read_exact(&mut bytes).await?;
+                read_at(file, sector, &mut bytes).await?;
                 if bytes.iter().all(|&b| b == 0) {
                     return Ok(true);
                 }
@@ -404,8 +399,7 @@ async fn lost_after_sync(
         return Ok(false);
     }
     let mut bytes = vec![0u8; (to - first) as usize];
-    file.seek(SeekFrom::Start(first)).await?;
-    file.read_exact(&mut bytes).await?;
+    read_at(file, first, &mut bytes).await?;
     Ok(bytes
         .chunks_exact(SECTOR_BYTES as usize)
         .any(|sector| sector.iter().all(|&b| b == 0)))
@@ -413,20 +407,26 @@ async fn lost_after_sync(
 
 /// The offset of the first non-zero byte at or after `from` (`end` if none before it).
 async fn next_data(file: &mut File, from: u64, end: u64) -> Result<u64, Error> {
-    use tokio::io::AsyncReadExt;
-
     let mut at = from;
     let mut chunk = vec![0u8; READ_CHUNK];
     while at < end {
         let len = (end - at).min(READ_CHUNK as u64) as usize;
-        file.seek(SeekFrom::Start(at)).await?;
-        file.read_exact(&mut chunk[..len]).await?;
+        read_at(file, at, &mut chunk[..len]).await?;
         if let Some(i) = chunk[..len].iter().position(|&b| b != 0) {
             return Ok(at + i as u64);
         }
         at += len as u64;
     }
     Ok(end)
+}
+
+/// Reads `buf.len()` bytes of `file` from offset `at`.
+async fn read_at(file: &mut File, at: u64, buf: &mut [u8]) -> Result<(), Error> {
+    use tokio::io::AsyncReadExt;
+
+    file.seek(SeekFrom::Start(at)).await?;
+    file.read_exact(buf).await?;
+    Ok(())
 }
 
 const READ_CHUNK: usize = 64 * 1024;
