@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use walcodec::{LogEncoder, BLOCK_SIZE};
 
-const BIN: &str = env!("CARGO_BIN_EXE_walcodec");
+mod cli_support;
+
+use cli_support::{code, path_str, run, run_with_stdin, stderr, stdout, BIN};
 
 fn data(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -28,46 +30,6 @@ fn writer_cases() -> Vec<PathBuf> {
     cases.sort();
     assert_eq!(cases.len(), 21, "the shared vectors have 21 writer cases");
     cases
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn run_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let stdin = stdin.to_vec();
-    // Write from another thread: the child may fill its stdout pipe before reading all
-    // of stdin.
-    let feeder = std::thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let output = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    output
-}
-
-fn code(output: &Output) -> i32 {
-    output.status.code().expect("exited, not killed")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8(output.stderr.clone()).unwrap()
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().unwrap()
 }
 
 /// The records of an `expected.hex` file.

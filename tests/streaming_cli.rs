@@ -1,37 +1,12 @@
 //! `walcodec write --stream` and `walcodec cat --record N`: a record larger than
 //! `--max-record-bytes` round-trips through the command line.
 
+mod cli_support;
 mod common;
-
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
 
 use common::patterned;
 
-const BIN: &str = env!("CARGO_BIN_EXE_walcodec");
-
-fn run_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let stdin = stdin.to_vec();
-    // Fed from its own thread: the child may fill its stdout first.
-    let feeder = std::thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let output = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    output
-}
-
-fn run(args: &[&str]) -> Output {
-    run_with_stdin(args, b"")
-}
+use cli_support::{run, run_with_stdin};
 
 #[test]
 fn write_stream_and_cat_record_round_trip_a_record_over_the_limit() {
