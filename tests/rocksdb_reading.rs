@@ -427,7 +427,7 @@ fn metadata_records_are_kept_not_returned() {
         column_family: 2,
         timestamp_size: 8,
     }];
-    encoder.encode_timestamp_sizes(&sizes, &mut log);
+    encoder.encode_timestamp_sizes(&sizes, &mut log).unwrap();
     encoder.encode_record(b"second", &mut log);
     let info = PredecessorWalInfo {
         log_number: 3,
