@@ -566,3 +566,36 @@ fn a_short_compression_record_is_reported() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A read of a compressed WAL from an offset past its first block still inflates:
+/// `LogReader::open_at` reads the type-9 record at the file's start first.
+#[cfg(feature = "zstd")]
+#[tokio::test]
+async fn reading_a_compressed_wal_from_an_offset_inflates() {
+    let name = "zstd/000008.log";
+    let path = data_path(name);
+    let expected = expected_records(name);
+    let mut builder = LogDecoder::builder();
+    builder.dialect(Dialect::RocksDb).log_number(8);
+    let mut starts = Vec::new();
+    let mut whole = walcodec::LogReader::open_at(&path, 0, &builder)
+        .await
+        .unwrap();
+    while let Some(record) = whole.next_record().await {
+        starts.push(record.unwrap().position.start);
+    }
+    assert_eq!(starts.len(), expected.len());
+    let (index, &start) = starts
+        .iter()
+        .enumerate()
+        .find(|(_, &start)| start >= BLOCK_SIZE as u64)
+        .expect("a record past the first block");
+    let mut reader = walcodec::LogReader::open_at(&path, start, &builder)
+        .await
+        .unwrap();
+    let mut records = Vec::new();
+    while let Some(record) = reader.next_record().await {
+        records.push(record.unwrap().data.to_vec());
+    }
+    assert_eq!(records, expected[index..]);
+}
