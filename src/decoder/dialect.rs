@@ -110,13 +110,9 @@ impl Inflater {
                 &mut slot.insert((max_record_bytes, inflater)).1
             }
         };
-        inflater.reset();
         let mut record = Vec::new();
-        let inflated = inflater
-            .push(frame, &mut record)
-            .and_then(|()| inflater.finish());
+        let inflated = inflater.inflate_whole(frame, &mut record);
         inflated.map(|()| record).map_err(|error| {
-            inflater.reset();
             let (kind, bytes) = match error {
                 InflateError::TooLarge { declared, .. } => {
                     (CorruptionKind::RecordTooLarge, declared)
