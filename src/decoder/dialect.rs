@@ -98,7 +98,7 @@ impl Inflater {
         frame: &[u8],
         max_record_bytes: usize,
     ) -> Result<Vec<u8>, InflateFailure> {
-        use crate::compression::{InflateError, RecordInflater};
+        use crate::compression::RecordInflater;
 
         if compression != WalCompressionType::Zstd {
             return Err(unsupported(compression));
@@ -112,19 +112,67 @@ impl Inflater {
         };
         let mut record = Vec::new();
         let inflated = inflater.inflate_whole(frame, &mut record);
-        inflated.map(|()| record).map_err(|error| {
-            let (kind, bytes) = match error {
-                InflateError::TooLarge { declared, .. } => {
-                    (CorruptionKind::RecordTooLarge, declared)
+        inflated.map(|()| record).map_err(failure)
+    }
+
+    /// Inflates one fragment of a record handed out fragment by fragment (the
+    /// streaming reader): `begins` at its first fragment, `ends` at its last, where
+    /// the frame must be complete. Output is bounded by `max_record_bytes` for the
+    /// whole record.
+    #[cfg(feature = "zstd")]
+    pub(super) fn inflate_piece(
+        &mut self,
+        compression: WalCompressionType,
+        piece: &[u8],
+        (begins, ends): (bool, bool),
+        max_record_bytes: usize,
+    ) -> Result<Vec<u8>, InflateFailure> {
+        use crate::compression::{InflateError, RecordInflater};
+
+        if compression != WalCompressionType::Zstd {
+            return Err(unsupported(compression));
+        }
+        let inflater = match &mut self.inflater {
+            Some((limit, inflater)) if *limit == max_record_bytes => {
+                if begins {
+                    inflater.reset();
                 }
-                _ => (CorruptionKind::BadCompressedRecord, None),
-            };
-            InflateFailure {
-                kind,
-                bytes,
-                reason: error.to_string(),
+                inflater
             }
+            // A clone taken mid-record has no inflater: the record fails as cut.
+            _ if !begins => return Err(failure(InflateError::Truncated)),
+            slot => {
+                let inflater = Box::new(RecordInflater::new(max_record_bytes));
+                &mut slot.insert((max_record_bytes, inflater)).1
+            }
+        };
+        let mut out = Vec::new();
+        let inflated =
+            inflater.push(piece, &mut out).and_then(
+                |()| {
+                    if ends {
+                        inflater.finish()
+                    } else {
+                        Ok(())
+                    }
+                },
+            );
+        inflated.map(|()| out).map_err(|error| {
+            inflater.reset();
+            failure(error)
         })
+    }
+
+    /// Without the `zstd` feature nothing inflates.
+    #[cfg(not(feature = "zstd"))]
+    pub(super) fn inflate_piece(
+        &mut self,
+        compression: WalCompressionType,
+        _piece: &[u8],
+        _ends: (bool, bool),
+        _max_record_bytes: usize,
+    ) -> Result<Vec<u8>, InflateFailure> {
+        Err(unsupported(compression))
     }
 
     /// Without the `zstd` feature nothing inflates.
@@ -136,6 +184,21 @@ impl Inflater {
         _max_record_bytes: usize,
     ) -> Result<Vec<u8>, InflateFailure> {
         Err(unsupported(compression))
+    }
+}
+
+#[cfg(feature = "zstd")]
+fn failure(error: crate::compression::InflateError) -> InflateFailure {
+    use crate::compression::InflateError;
+
+    let (kind, bytes) = match error {
+        InflateError::TooLarge { declared, .. } => (CorruptionKind::RecordTooLarge, declared),
+        _ => (CorruptionKind::BadCompressedRecord, None),
+    };
+    InflateFailure {
+        kind,
+        bytes,
+        reason: error.to_string(),
     }
 }
 

@@ -1460,9 +1460,7 @@ impl LogDecoder {
             };
             return Ok(None);
         }
-        // Compressed records are inflated whole, so fragment mode hands them out
-        // whole too.
-        let fragments = self.fragments && !self.state.is_compressed();
+        let fragments = self.fragments;
 
         match record_type {
             RecordType::Full => {
@@ -1502,6 +1500,11 @@ impl LogDecoder {
                 };
                 self.check_record_size()?;
                 if let (Some(payload), Assembly::Collecting { .. }) = (handed, &self.assembly) {
+                    let Some(payload) =
+                        self.inflate_fragment(fragment_offset, payload, (true, false))?
+                    else {
+                        return Ok(None);
+                    };
                     self.mark = FragmentMark::Begin {
                         start: fragment_offset,
                     };
@@ -1529,14 +1532,21 @@ impl LogDecoder {
                         let len = parts.len;
                         self.check_record_size()?;
                         if let Assembly::Collecting { start, .. } = self.assembly {
+                            let stored_len = payload.len();
+                            let Some(payload) =
+                                self.inflate_fragment(start, payload, (false, last))?
+                            else {
+                                return Ok(None);
+                            };
                             if !last {
                                 self.mark = FragmentMark::Middle;
                                 return Ok(Some(payload));
                             }
                             self.assembly = Assembly::Idle;
                             self.mark = FragmentMark::End;
-                            // The record's earlier fragments count too.
-                            self.stats.record_bytes += (len - payload.len()) as u64;
+                            // The record's earlier fragments count too (as stored,
+                            // in a compressed log).
+                            self.stats.record_bytes += (len - stored_len) as u64;
                             return Ok(Some(self.finish_record(start, payload)));
                         }
                         if last {
@@ -1631,6 +1641,43 @@ impl LogDecoder {
                         failure.reason,
                     ))?;
                 }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Fragment mode in a compressed log: the inflated bytes of `payload`, a
+    /// fragment (beginning and/or ending it, as `parts` says) of the record open at
+    /// `start`; `None` once a record that does not inflate is handled as damage.
+    fn inflate_fragment(
+        &mut self,
+        start: u64,
+        payload: Bytes,
+        parts: (bool, bool),
+    ) -> Result<Option<Bytes>, Error> {
+        let Some(compression) = self
+            .state
+            .compression
+            .filter(|_| self.state.is_compressed())
+        else {
+            return Ok(Some(payload));
+        };
+        match self
+            .state
+            .inflater
+            .inflate_piece(compression, &payload, parts, self.max_record_bytes)
+        {
+            Ok(inflated) => Ok(Some(Bytes::from(inflated))),
+            Err(failure) => {
+                self.assembly = Assembly::Idle;
+                self.note_cut(start, failure.kind);
+                let bytes = failure.bytes.unwrap_or(payload.len() as u64);
+                self.corrupt(Corruption::with_reason(
+                    start,
+                    bytes,
+                    failure.kind,
+                    failure.reason,
+                ))?;
                 Ok(None)
             }
         }
