@@ -757,7 +757,7 @@ async fn a_damaged_compressed_record_fails_its_stream() {
     log[middle + 7 + payload_len / 2] ^= 0x55;
     let header = legacy_header(
         log[middle + 6],
-        &log[middle + 7..middle + 7 + payload_len].to_vec(),
+        &log[middle + 7..middle + 7 + payload_len],
     );
     log[middle..middle + 7].copy_from_slice(&header);
 
