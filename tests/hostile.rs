@@ -199,6 +199,7 @@ fn limited(recovery: Recovery, max: usize) -> Config {
     Config {
         recovery,
         max_record_bytes: Some(max),
+        ..Config::DEFAULT
     }
 }
 
@@ -436,7 +437,7 @@ proptest! {
         seed in any::<u64>(),
         max_chunk in prop_oneof![1usize..=16, 17usize..=(3 * BLOCK_SIZE)],
     ) {
-        let config = Config { recovery, max_record_bytes };
+        let config = Config { recovery, max_record_bytes, ..Config::DEFAULT };
         let whole = decode_whole(&bytes, config);
         let (framed, progress) =
             drive(Bytes::from(bytes.clone()), config, seed, max_chunk.max(bytes.len() / 1_000));

@@ -17,7 +17,7 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::codec::{Decoder, FramedRead};
-use walcodec::{LogDecoder, LogEncoder, Recovery, BLOCK_SIZE, HEADER_SIZE};
+use walcodec::{Dialect, LogDecoder, LogEncoder, Recovery, BLOCK_SIZE, HEADER_SIZE};
 
 // ---------------------------------------------------------------------------------
 // LevelDB's test helpers.
@@ -251,6 +251,9 @@ impl fmt::Debug for Outcome {
 pub struct Config {
     pub recovery: Recovery,
     pub max_record_bytes: Option<usize>,
+    /// The dialect and the log number its recyclable headers carry.
+    pub dialect: Dialect,
+    pub log_number: u64,
 }
 
 impl Config {
@@ -258,18 +261,32 @@ impl Config {
     pub const LEVELDB: Config = Config {
         recovery: Recovery::SkipCorrupted,
         max_record_bytes: None,
+        dialect: Dialect::LevelDb,
+        log_number: 0,
     };
 
     /// The decoder's defaults.
     pub const DEFAULT: Config = Config {
         recovery: Recovery::TolerateTail,
         max_record_bytes: None,
+        dialect: Dialect::LevelDb,
+        log_number: 0,
     };
 
     pub fn with_recovery(recovery: Recovery) -> Config {
         Config {
             recovery,
-            max_record_bytes: None,
+            ..Config::DEFAULT
+        }
+    }
+
+    /// RocksDB's dialect, for log `log_number`.
+    pub fn rocksdb(recovery: Recovery, log_number: u64) -> Config {
+        Config {
+            recovery,
+            dialect: Dialect::RocksDb,
+            log_number,
+            ..Config::DEFAULT
         }
     }
 
@@ -279,13 +296,17 @@ impl Config {
         let reports = Arc::new(Mutex::new(Vec::new()));
         let sink = reports.clone();
         let mut builder = LogDecoder::builder();
-        builder.recovery(self.recovery).on_corruption(move |c| {
-            sink.lock().unwrap().push(Report {
-                offset: c.offset(),
-                bytes: c.bytes(),
-                reason: c.reason().to_string(),
-            })
-        });
+        builder
+            .recovery(self.recovery)
+            .dialect(self.dialect)
+            .log_number(self.log_number)
+            .on_corruption(move |c| {
+                sink.lock().unwrap().push(Report {
+                    offset: c.offset(),
+                    bytes: c.bytes(),
+                    reason: c.reason().to_string(),
+                })
+            });
         if let Some(max) = self.max_record_bytes {
             builder.max_record_bytes(max);
         }
