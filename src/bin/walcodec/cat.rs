@@ -40,9 +40,10 @@ pub(crate) struct Args {
     /// Start with the first record whose first fragment is at or after this offset.
     #[arg(long, value_name = "OFFSET", default_value_t = 0)]
     start: u64,
-    /// What to do with damage.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = RecoveryArg::SkipCorrupted)]
-    recovery: RecoveryArg,
+    /// What to do with damage [default: skip-corrupted; for a RocksDB WAL
+    /// tolerate-tail, as `ldb dump_wal`: a recycled WAL ends at its first old bytes].
+    #[arg(long, value_enum, value_name = "MODE")]
+    recovery: Option<RecoveryArg>,
     /// Only record N (counted from 0, from --start), raw and streamed: of any size.
     #[arg(long, value_name = "N", conflicts_with = "to")]
     record: Option<u64>,

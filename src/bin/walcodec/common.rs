@@ -213,6 +213,8 @@ where
     let watcher = log.clone();
     let mut builder = LogDecoder::builder();
     builder
+        .dialect(log.dialect)
+        .log_number(log.log_number)
         .recovery(recovery)
         .start_offset(start)
         .max_record_bytes(limits.max_record_bytes)
@@ -220,6 +222,10 @@ where
             watcher.watch(c);
             reporter(c)
         });
+    // A read from a later block does not see the type-9 record at the log's start.
+    if let (Some(compression), true) = (log.compression, block_start(start) > 0) {
+        builder.wal_compression(compression);
+    }
     builder
 }
 
@@ -277,16 +283,22 @@ pub(crate) fn read_status(
 
 /// Opens `path` (`-` for stdin) for a read of the records at or after `start`, up to
 /// where `Input` says the read ends, in the dialect `dialect` resolves to (returned
-/// with the reader).
+/// with the reader), in `recovery` mode or the dialect's default.
 pub(crate) fn open_reader(
     path: &Path,
     dialect: &DialectArgs,
-    recovery: RecoveryArg,
+    recovery: Option<RecoveryArg>,
     start: u64,
     limits: Limits,
 ) -> Result<(LogReader<BlockingReader>, LogChoice), Failure> {
     let mut input = Input::open(path, limits)?;
     let log = LogChoice::resolve(&mut input, path, dialect)?;
+    // LevelDB's reader skips damage; RocksDB's tools read a WAL in tolerate-tail mode,
+    // where a recycled WAL ends at its first bad checksum or length (old bytes).
+    let recovery = recovery.unwrap_or(match log.dialect {
+        walcodec::Dialect::RocksDb => RecoveryArg::TolerateTail,
+        _ => RecoveryArg::SkipCorrupted,
+    });
     input.skip_to(block_start(start))?;
     let decoder = stderr_decoder(input.name(), &log, recovery, start, limits);
     let reader = LogReader::new(BlockingReader(input), decoder).with_read_size(READ_SIZE);

@@ -29,7 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use clap::ValueEnum;
-use walcodec::fragment::{sniff, FragmentRules, Sniffed};
+use walcodec::fragment::{sniff, FragmentRules, Sniffed, LEGACY_HEADER_SIZE};
+use walcodec::metadata::WalCompressionType;
 use walcodec::{Corruption, CorruptionKind, Dialect, BLOCK_SIZE};
 
 use crate::common::Failure;
@@ -88,6 +89,8 @@ pub(crate) struct LogChoice {
     pub(crate) number_source: NumberSource,
     /// What the first block says.
     pub(crate) sniffed: Sniffed,
+    /// The compression its type-9 record at offset 0 gives (RocksDB only).
+    pub(crate) compression: Option<WalCompressionType>,
     /// How messages name the input.
     name: String,
     /// Whether `--dialect leveldb` was given (the hint is for that case).
@@ -104,7 +107,14 @@ impl LogChoice {
         path: &Path,
         args: &DialectArgs,
     ) -> Result<LogChoice, Failure> {
-        let sniffed = sniff(input.peek(BLOCK_SIZE)?);
+        let start = input.peek(BLOCK_SIZE)?;
+        let sniffed = sniff(start);
+        // `sniff` found an intact type-9 record at offset 0: its payload follows the
+        // 7-byte header.
+        let compression = match start.get(LEGACY_HEADER_SIZE..) {
+            Some(payload) if sniffed.compressed => WalCompressionType::parse(payload).ok(),
+            _ => None,
+        };
         let dialect = match args.dialect {
             DialectArg::Auto => sniffed.dialect,
             DialectArg::Leveldb => Dialect::LevelDb,
@@ -125,6 +135,7 @@ impl LogChoice {
             log_number,
             number_source,
             sniffed,
+            compression: compression.filter(|_| dialect == Dialect::RocksDb),
             name: input.name().to_string(),
             explicit_leveldb: args.dialect == DialectArg::Leveldb,
             hinted: Arc::new(AtomicBool::new(false)),

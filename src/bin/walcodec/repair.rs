@@ -170,7 +170,7 @@ async fn salvage(
     out_path: &Path,
     limits: Limits,
 ) -> Result<Status, Failure> {
-    let (mut reader, _) = open_reader(path, dialect, RecoveryArg::SkipCorrupted, 0, limits)?;
+    let (mut reader, _) = open_reader(path, dialect, Some(RecoveryArg::SkipCorrupted), 0, limits)?;
     let mut out = OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -42,9 +42,10 @@ pub(crate) struct Args {
     /// How long to wait before looking again when the log has not grown, in ms.
     #[arg(long, value_name = "MS", default_value_t = 50)]
     poll_interval: u64,
-    /// What to do with damage.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = RecoveryArg::SkipCorrupted)]
-    recovery: RecoveryArg,
+    /// What to do with damage [default: skip-corrupted; for a RocksDB WAL
+    /// tolerate-tail, as `ldb dump_wal`: a recycled WAL ends at its first old bytes].
+    #[arg(long, value_enum, value_name = "MODE")]
+    recovery: Option<RecoveryArg>,
     #[command(flatten)]
     dialect: DialectArgs,
 }
