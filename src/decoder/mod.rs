@@ -376,6 +376,31 @@ impl LogDecoderBuilder {
         self
     }
 
+    /// Whether a decoder starting at `start_offset` would miss what RocksDB's
+    /// compression-type record at the log's start says (it is read only from the
+    /// log's first block), so a reader of a file should read it first: see
+    /// [`learn_log_start`](Self::learn_log_start).
+    pub(crate) fn needs_log_start(&self, start_offset: u64) -> bool {
+        self.dialect == Dialect::RocksDb
+            && self.compression.is_none()
+            && block_start(start_offset) > 0
+    }
+
+    /// Takes the compression from an intact type-9 record at the start of `log_start`
+    /// (the log's first bytes), if there is one.
+    pub(crate) fn learn_log_start(&mut self, log_start: &[u8]) {
+        let rules = FragmentRules::new(self.dialect).verify_checksums(self.checksums);
+        if let Parsed::Fragment(fragment) = rules.parse(log_start, BLOCK_SIZE) {
+            if fragment.fragment_type() == Some(FragmentType::SetCompressionType) {
+                if let Ok(compression) =
+                    WalCompressionType::parse(&log_start[fragment.payload_range()])
+                {
+                    self.compression = Some(compression);
+                }
+            }
+        }
+    }
+
     /// A decoder with the configured settings. The builder is unchanged: build
     /// again for another decoder just like it.
     pub fn build(&self) -> LogDecoder {
