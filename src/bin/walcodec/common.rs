@@ -7,10 +7,11 @@ use std::path::Path;
 
 use clap::ValueEnum;
 use walcodec::{
-    block_start, Corruption, CorruptionKind, LogDecoder, LogReader, Recovery,
+    block_start, Corruption, CorruptionKind, LogDecoder, LogDecoderBuilder, LogReader, Recovery,
     DEFAULT_MAX_RECORD_BYTES,
 };
 
+use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::{BlockingReader, Input, InputEnd};
 
 /// What a command found in a log; maps to the exit status documented in `--help`.
@@ -195,21 +196,57 @@ pub(crate) fn parse_hex(line: &[u8]) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The one place a command's decoders are configured: `recovery` mode, the records
+/// at or after `start`, the limits, and the log's dialect and number (`log`). Every
+/// report goes to `reporter`, after `log` has looked at it (for the hint that a log
+/// read as LevelDB's is a RocksDB WAL).
+pub(crate) fn decoder_builder<F>(
+    log: &LogChoice,
+    recovery: Recovery,
+    start: u64,
+    limits: Limits,
+    mut reporter: F,
+) -> LogDecoderBuilder
+where
+    F: FnMut(&Corruption) + Send + 'static,
+{
+    let watcher = log.clone();
+    let mut builder = LogDecoder::builder();
+    builder
+        .dialect(log.dialect)
+        .log_number(log.log_number)
+        .recovery(recovery)
+        .start_offset(start)
+        .max_record_bytes(limits.max_record_bytes)
+        .on_corruption(move |c: &Corruption| {
+            watcher.watch(c);
+            reporter(c)
+        });
+    // A read from a later block does not see the type-9 record at the log's start.
+    if let (Some(compression), true) = (log.compression, block_start(start) > 0) {
+        builder.wal_compression(compression);
+    }
+    builder
+}
+
 /// A decoder in `recovery` mode for the records at or after `start`, that prints
 /// each piece of damage on stderr as it is found, prefixed with the file name.
 pub(crate) fn stderr_decoder(
     name: &str,
+    log: &LogChoice,
     recovery: RecoveryArg,
     start: u64,
     limits: Limits,
 ) -> LogDecoder {
     let name = name.to_string();
-    LogDecoder::builder()
-        .recovery(recovery.into())
-        .start_offset(start)
-        .max_record_bytes(limits.max_record_bytes)
-        .on_corruption(move |c: &Corruption| eprintln!("walcodec: {name}: {c}"))
-        .build()
+    decoder_builder(
+        log,
+        recovery.into(),
+        start,
+        limits,
+        move |c: &Corruption| eprintln!("walcodec: {name}: {c}"),
+    )
+    .build()
 }
 
 /// The status of a read of the input `name` by `decoder`, which ended cleanly or with
@@ -245,17 +282,27 @@ pub(crate) fn read_status(
 }
 
 /// Opens `path` (`-` for stdin) for a read of the records at or after `start`, up to
-/// where `Input` says the read ends.
+/// where `Input` says the read ends, in the dialect `dialect` resolves to (returned
+/// with the reader), in `recovery` mode or the dialect's default.
 pub(crate) fn open_reader(
     path: &Path,
-    recovery: RecoveryArg,
+    dialect: &DialectArgs,
+    recovery: Option<RecoveryArg>,
     start: u64,
     limits: Limits,
-) -> Result<LogReader<BlockingReader>, Failure> {
+) -> Result<(LogReader<BlockingReader>, LogChoice), Failure> {
     let mut input = Input::open(path, limits)?;
+    let log = LogChoice::resolve(&mut input, path, dialect)?;
+    // LevelDB's reader skips damage; RocksDB's tools read a WAL in tolerate-tail mode,
+    // where a recycled WAL ends at its first bad checksum or length (old bytes).
+    let recovery = recovery.unwrap_or(match log.dialect {
+        walcodec::Dialect::RocksDb => RecoveryArg::TolerateTail,
+        _ => RecoveryArg::SkipCorrupted,
+    });
     input.skip_to(block_start(start))?;
-    let decoder = stderr_decoder(input.name(), recovery, start, limits);
-    Ok(LogReader::new(BlockingReader(input), decoder).with_read_size(READ_SIZE))
+    let decoder = stderr_decoder(input.name(), &log, recovery, start, limits);
+    let reader = LogReader::new(BlockingReader(input), decoder).with_read_size(READ_SIZE);
+    Ok((reader, log))
 }
 
 /// Ends the read of a reader from `open_reader`: says on stderr when it stopped at

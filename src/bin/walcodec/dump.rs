@@ -5,6 +5,8 @@
 //! | `text`     | `OFFSET LEN PAYLOAD`, payload escaped (`\xNN`, `\\`)      |
 //! | `hex`      | `OFFSET LEN HEX`                                          |
 //! | `json`     | `{"offset":O,"end":E,"len":L,"data":"HEX"}`               |
+//! | `batch`    | `SEQUENCE,COUNT,BYTES,OFFSET,OPERATIONS` (WriteBatch, as `ldb dump_wal --print_value`; see `batch`) |
+//! | `batch-json` | `{"offset":O,"end":E,"sequence":S,"count":C,"byte_size":B,"operations":[...]}` |
 //!
 //! `OFFSET` is where the record's first header starts, `END` just past its last byte
 //! (a checkpoint: `--start END` resumes after it). Damage goes to stderr as
@@ -14,17 +16,24 @@
 //! record's length. A shortened payload ends with `…(+K bytes)` in text and hex (the
 //! escaping never produces `…`, so the marker cannot be payload), and JSON lines get
 //! `"omitted":K` (present on every line when --max-bytes is given).
+//!
+//! `--dialect` and `--log-number` choose how the log is read (see `dialect`). The
+//! batch formats decode RocksDB's tags (a superset of LevelDB's), LevelDB's only with
+//! `--dialect leveldb`.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::ValueEnum;
-use walcodec::LogRecord;
+use walcodec::write_batch::WriteBatchError;
+use walcodec::{Dialect, LogRecord};
 
+use crate::batch::format_batch;
 use crate::common::{
     escape_into, finish, finish_reader, hex_into, open_reader, read_status, stdout, Failure,
     Limits, RecoveryArg, Status,
 };
+use crate::dialect::{DialectArg, DialectArgs};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -40,12 +49,15 @@ pub(crate) struct Args {
     /// Start with the first record whose first fragment is at or after this offset.
     #[arg(long, value_name = "OFFSET", default_value_t = 0)]
     start: u64,
-    /// What to do with damage.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = RecoveryArg::SkipCorrupted)]
-    recovery: RecoveryArg,
+    /// What to do with damage [default: skip-corrupted; for a RocksDB WAL
+    /// tolerate-tail, as `ldb dump_wal`: a recycled WAL ends at its first old bytes].
+    #[arg(long, value_enum, value_name = "MODE")]
+    recovery: Option<RecoveryArg>,
     /// Print at most N bytes of each payload, then `…(+K bytes)` (JSON: "omitted":K).
     #[arg(long, value_name = "N", conflicts_with = "physical")]
     max_bytes: Option<usize>,
+    #[command(flatten)]
+    dialect: DialectArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -56,16 +68,50 @@ pub(crate) enum Format {
     Hex,
     /// JSON lines: `{"offset":..,"end":..,"len":..,"data":"<hex>"}`.
     Json,
+    /// Each record as a WriteBatch, as `ldb dump_wal --print_value` prints it:
+    /// `SEQUENCE,COUNT,BYTES,OFFSET,PUT(CF) : 0xKEY : 0xVALUE ...`.
+    Batch,
+    /// Each record as a WriteBatch, in JSON lines.
+    BatchJson,
+}
+
+impl Format {
+    /// Whether records are decoded as WriteBatches.
+    pub(crate) fn is_batch(self) -> bool {
+        matches!(self, Format::Batch | Format::BatchJson)
+    }
+
+    /// Refuses the options a format does not take.
+    pub(crate) fn check(self, max_bytes: Option<usize>) -> Result<(), Failure> {
+        if self.is_batch() && max_bytes.is_some() {
+            return Err(Failure::new(
+                "--max-bytes shortens payloads; --format batch prints whole keys and values",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The tags batches are decoded with: RocksDB's (a superset of LevelDB's), unless the
+/// log is read as LevelDB's by request.
+pub(crate) fn batch_dialect(args: &DialectArgs) -> Dialect {
+    match args.dialect {
+        DialectArg::Leveldb => Dialect::LevelDb,
+        _ => Dialect::RocksDb,
+    }
 }
 
 /// Formats one record as a line of `format` (with its newline), its payload cut to
-/// `max_bytes` when given.
+/// `max_bytes` when given; the batch formats decode it with the tags of
+/// `batch_dialect`, and fail for a record that is not a whole WriteBatch (what of it
+/// decodes is still formatted).
 pub(crate) fn format_record(
     record: &LogRecord,
     format: Format,
     max_bytes: Option<usize>,
+    batch_dialect: Dialect,
     line: &mut Vec<u8>,
-) {
+) -> Result<(), WriteBatchError> {
     let start = record.position.start;
     let len = record.data.len();
     let shown = &record.data[..max_bytes.map_or(len, |max| max.min(len))];
@@ -94,31 +140,66 @@ pub(crate) fn format_record(
             }
             line.push(b'}');
         }
+        Format::Batch | Format::BatchJson => {
+            return format_batch(record, batch_dialect, format == Format::BatchJson, line);
+        }
     }
     line.push(b'\n');
+    Ok(())
+}
+
+/// Says on stderr that the record at `record` is not a whole WriteBatch.
+pub(crate) fn report_batch_error(name: &str, record: &LogRecord, error: WriteBatchError) {
+    eprintln!(
+        "walcodec: {name}: offset {}: record of {} bytes is not a whole WriteBatch: {error}",
+        record.position.start,
+        record.data.len()
+    );
 }
 
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     if args.physical {
-        return crate::physical::dump(&args.file, args.start, limits);
+        return crate::physical::dump(&args.file, &args.dialect, args.start, limits);
     }
-    let mut reader = open_reader(&args.file, args.recovery, args.start, limits)?;
+    args.format.check(args.max_bytes)?;
+    let (mut reader, _) =
+        open_reader(&args.file, &args.dialect, args.recovery, args.start, limits)?;
+    let name = crate::input::input_name(&args.file);
+    let batch_dialect = batch_dialect(&args.dialect);
     let mut out = stdout();
     let mut line = Vec::new();
     let mut error = None;
+    let mut not_batches = false;
     while let Some(record) = reader.next_record().await {
         match record {
             Ok(record) => {
                 line.clear();
-                format_record(&record, args.format, args.max_bytes, &mut line);
+                let formatted = format_record(
+                    &record,
+                    args.format,
+                    args.max_bytes,
+                    batch_dialect,
+                    &mut line,
+                );
                 out.write_all(&line)?;
+                if let Err(e) = formatted {
+                    // In order with stdout, for a reader of both.
+                    out.flush()?;
+                    report_batch_error(&name, &record, e);
+                    not_batches = true;
+                }
             }
             Err(e) => error = Some(e),
         }
     }
     finish(out)?;
     let (name, decoder) = finish_reader(reader);
-    read_status(&name, &decoder, error)
+    let status = read_status(&name, &decoder, error)?;
+    Ok(if not_batches {
+        status.max(Status::Corrupt)
+    } else {
+        status
+    })
 }
 
 #[cfg(test)]
@@ -137,7 +218,7 @@ mod tests {
             data: Bytes::from_static(data),
         };
         let mut out = Vec::new();
-        format_record(&record, format, max_bytes, &mut out);
+        format_record(&record, format, max_bytes, Dialect::RocksDb, &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 

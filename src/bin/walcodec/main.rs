@@ -5,7 +5,9 @@
 //! formatting, `input` where a command's bytes come from (a file up to its length at
 //! open, stdin, a pipe, a device) and the progress bar, `scan` the single pass that
 //! `verify`, `stat` and `dump --physical` make over it, `verdict` the words `verify`
-//! and `stat` share about a log's tail and result, `json` their JSON output.
+//! and `stat` share about a log's tail and result, `json` their JSON output,
+//! `dialect` the format a log is read in (`--dialect`, `--log-number`), `wal` what
+//! the pass learns of a RocksDB WAL, `batch` records as WriteBatches.
 
 use std::process::ExitCode;
 
@@ -25,8 +27,10 @@ Exit status:
     };
 }
 
+mod batch;
 mod cat;
 mod common;
+mod dialect;
 mod dump;
 mod input;
 mod json;
@@ -37,6 +41,7 @@ mod stat;
 mod tail;
 mod verdict;
 mod verify;
+mod wal;
 mod write;
 
 use common::{Failure, Limits, Status};

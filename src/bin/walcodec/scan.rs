@@ -1,7 +1,8 @@
 //! One pass over a log (an `Input`) that shows each block to the physical walker
-//! (`walcodec::physical::Chunks`), to a `LogDecoder` in `SkipCorrupted` mode and to
-//! one in `TolerateTail` mode, so a command sees the layout, the records and every
-//! report of the same bytes, and the verdict of a strict reader.
+//! (`walcodec::physical::Pieces`, in the log's dialect), to a `LogDecoder` in
+//! `SkipCorrupted` mode and to one in `TolerateTail` mode, so a command sees the
+//! layout, the records and every report of the same bytes, and the verdict of a
+//! strict reader.
 //!
 //! Two decoders because the modes differ on purpose at the tail: zeros after a FIRST
 //! (what a power cut leaves in a preallocated file) is "error in middle of record" to
@@ -13,15 +14,25 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::Decoder;
-use walcodec::physical::{Chunk, Chunks};
+use walcodec::physical::{Chunk, Header, Piece, Pieces};
 use walcodec::{block_start, Corruption, DecodeStats, LogDecoder, Position, Recovery};
 
-use crate::common::{Failure, Limits, READ_SIZE};
+use crate::common::{decoder_builder, Failure, Limits, READ_SIZE};
+use crate::dialect::LogChoice;
 use crate::input::{Input, InputEnd};
+use crate::wal::WalFacts;
 
 /// What a command does with each thing the pass finds. Chunks of a block come before
 /// the records and reports the decoder makes from it.
 pub(crate) trait Visitor {
+    /// Each piece of the layout, in the log's dialect. By default, a piece that has a
+    /// LevelDB view (see `leveldb_chunk`) goes to `chunk`.
+    fn piece(&mut self, piece: &Piece<'_>) -> Result<(), Failure> {
+        match leveldb_chunk(piece) {
+            Some(chunk) => self.chunk(&chunk),
+            None => Ok(()),
+        }
+    }
     fn chunk(&mut self, _chunk: &Chunk<'_>) -> Result<(), Failure> {
         Ok(())
     }
@@ -49,6 +60,64 @@ pub(crate) struct ScanEnd {
     pub(crate) stats: DecodeStats,
     /// What a `TolerateTail` reader makes of the same bytes.
     pub(crate) strict: StrictEnd,
+    /// What the walk saw of a RocksDB WAL's own pieces.
+    pub(crate) wal: WalFacts,
+}
+
+/// The LevelDB view of a piece: the chunk `physical::Chunks` yields for it. `None`
+/// for what only RocksDB's dialect has: a fragment with an 11-byte header, an old
+/// fragment. (A metadata record with a 7-byte header is a fragment of a type LevelDB
+/// does not know; a 7-to-10-byte trailer a trailer.)
+pub(crate) fn leveldb_chunk<'a>(piece: &Piece<'a>) -> Option<Chunk<'a>> {
+    let legacy = |header: walcodec::fragment::FragmentHeader| {
+        (header.log_number.is_none()).then(|| Header::from(header))
+    };
+    Some(match *piece {
+        Piece::Fragment {
+            offset,
+            fragment,
+            payload,
+            checksum_ok,
+        } => Chunk::Fragment {
+            offset,
+            header: legacy(fragment.header())?,
+            payload,
+            checksum_ok,
+        },
+        Piece::Metadata {
+            offset,
+            fragment,
+            payload,
+            ..
+        } => Chunk::Fragment {
+            offset,
+            header: legacy(fragment.header())?,
+            payload,
+            checksum_ok: true,
+        },
+        Piece::Trailer { offset, bytes } => Chunk::Trailer { offset, bytes },
+        Piece::ZeroFill { offset, bytes } => Chunk::ZeroFill { offset, bytes },
+        Piece::BadLength {
+            offset,
+            header,
+            bytes,
+        } => Chunk::BadLength {
+            offset,
+            header: Header::from(header),
+            bytes,
+        },
+        Piece::Skipped { offset, bytes } => Chunk::Skipped { offset, bytes },
+        Piece::Torn {
+            offset,
+            header,
+            bytes,
+        } => Chunk::Torn {
+            offset,
+            header: header.map(Header::from),
+            bytes,
+        },
+        _ => return None,
+    })
 }
 
 /// The end of a `TolerateTail` read: damage stops it, a torn tail does not.
@@ -103,14 +172,15 @@ impl Strict {
     }
 }
 
-/// Reads `input` from the block holding `start` to where its read ends. With
-/// `decode` false only the physical walk is made. Memory stays bounded by the read
-/// size and the largest record, whatever the input's length.
+/// Reads `input` from the block holding `start` to where its read ends, as `log`
+/// says. With `decode` false only the physical walk is made. Memory stays bounded by
+/// the read size and the largest record, whatever the input's length.
 pub(crate) fn scan(
     input: &mut Input,
     start: u64,
     decode: bool,
     limits: Limits,
+    log: &LogChoice,
     visitor: &mut dyn Visitor,
 ) -> Result<ScanEnd, Failure> {
     let mut offset = block_start(start);
@@ -118,18 +188,23 @@ pub(crate) fn scan(
 
     let reports = Arc::new(Mutex::new(Vec::new()));
     let sink = reports.clone();
-    let mut decoder = LogDecoder::builder()
-        .recovery(Recovery::SkipCorrupted)
-        .start_offset(start)
-        .max_record_bytes(limits.max_record_bytes)
-        .on_corruption(move |c: &Corruption| sink.lock().expect("not poisoned").push(c.clone()))
-        .build();
+    let mut decoder = decoder_builder(
+        log,
+        Recovery::SkipCorrupted,
+        start,
+        limits,
+        move |c: &Corruption| sink.lock().expect("not poisoned").push(c.clone()),
+    )
+    .build();
     let mut strict = Strict {
-        decoder: LogDecoder::builder()
-            .recovery(Recovery::TolerateTail)
-            .start_offset(start)
-            .max_record_bytes(limits.max_record_bytes)
-            .build(),
+        decoder: decoder_builder(
+            log,
+            Recovery::TolerateTail,
+            start,
+            limits,
+            |_: &Corruption| {},
+        )
+        .build(),
         pending: BytesMut::new(),
         damage: None,
     };
@@ -140,13 +215,16 @@ pub(crate) fn scan(
         visitor,
     };
 
+    let rules = log.rules();
+    let mut wal = WalFacts::default();
     let mut buffer = vec![0u8; READ_SIZE];
     loop {
         let n = read_full(input, &mut buffer).map_err(|e| input.failure(e))?;
         // Whole blocks (READ_SIZE is a multiple of the block size) or the file's end,
         // so the walker never sees a block cut by the buffer.
-        for chunk in Chunks::new(&buffer[..n], offset) {
-            pass.visitor.chunk(&chunk)?;
+        for piece in Pieces::new(&buffer[..n], offset, rules) {
+            wal.add(&piece);
+            pass.visitor.piece(&piece)?;
         }
         offset += n as u64;
         if decode {
@@ -167,6 +245,7 @@ pub(crate) fn scan(
         input: input.finish(),
         stats: decoder.stats(),
         strict: strict.end(),
+        wal,
     })
 }
 

@@ -19,19 +19,24 @@
 //!   LOW..=HIGH COUNT BAR                     power-of-two buckets, empty ones inside the range kept
 //! ```
 //!
+//! A log read as RocksDB's (`--dialect`) gets the lines of `wal` at the end (header
+//! kinds, compression, metadata records, old fragments); its recyclable fragments
+//! count as the FULL, FIRST, MIDDLE and LAST they are, with 11 header bytes each.
+//!
 //! With `--format json`, the same as one JSON object (see `AFTER_HELP`).
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use walcodec::physical::Chunk;
+use walcodec::physical::{Chunk, Piece};
 use walcodec::{Position, BLOCK_SIZE, HEADER_SIZE};
 
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
+use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::json::JsonObject;
-use crate::scan::{scan, ScanEnd, Visitor};
+use crate::scan::{leveldb_chunk, scan, ScanEnd, Visitor};
 use crate::verdict::{json_end, result_text, SummaryFormat, Tail};
 
 /// The JSON fields and the exit status, for `stat --help`.
@@ -46,7 +51,8 @@ With --format json, one object on stdout:
   torn_tail_bytes, corruptions, dropped_bytes (the reports of LevelDB's reader,
     a torn tail's included: verify counts damage only),
   tail, valid_len, tail_bytes, complete, live, notes, result, exit_code (as verify),
-  record_sizes [{min, max, count}]   the non-empty span of power-of-two buckets",
+  record_sizes [{min, max, count}]   the non-empty span of power-of-two buckets,
+  wal {...}   a log read as RocksDB's only: as verify's (see verify --help)",
     "\n\n",
     exit_status!()
 );
@@ -58,6 +64,8 @@ pub(crate) struct Args {
     /// How the counts are printed.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     format: SummaryFormat,
+    #[command(flatten)]
+    dialect: DialectArgs,
 }
 
 #[derive(Debug)]
@@ -104,6 +112,32 @@ impl Counts {
 }
 
 impl Visitor for Counts {
+    /// What only RocksDB's dialect has is counted here (old fragments only in
+    /// `wal`); the rest as LevelDB's chunks.
+    fn piece(&mut self, piece: &Piece<'_>) -> Result<(), Failure> {
+        if let Some(chunk) = leveldb_chunk(piece) {
+            return self.chunk(&chunk);
+        }
+        match *piece {
+            Piece::Fragment {
+                fragment,
+                checksum_ok: true,
+                ..
+            }
+            | Piece::Metadata { fragment, .. } => {
+                let part = fragment.part().map(|part| part.record_type().as_u8());
+                match part.and_then(|t| self.by_type.get_mut(usize::from(t))) {
+                    Some(count) => *count += 1,
+                    None => self.other_types += 1,
+                }
+                self.header_bytes += fragment.header_len() as u64;
+            }
+            Piece::Fragment { .. } => self.bad_checksum_bytes += piece.len(),
+            _ => {}
+        }
+        Ok(())
+    }
+
     fn chunk(&mut self, chunk: &Chunk<'_>) -> Result<(), Failure> {
         match *chunk {
             Chunk::Fragment {
@@ -177,16 +211,26 @@ fn non_empty_span(histogram: &[u64; 65]) -> Option<(usize, usize)> {
 
 pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let mut input = Input::open(&args.file, limits)?;
+    let log = LogChoice::resolve(&mut input, &args.file, &args.dialect)?;
     let mut counts = Counts::default();
-    let end = scan(&mut input, 0, true, limits, &mut counts)?;
+    let end = scan(&mut input, 0, true, limits, &log, &mut counts)?;
     let damaged = u64::from(end.strict.damage.is_some()) + counts.hidden_zero_fills;
     let status = Status::judge(damaged, end.strict.incomplete_tail);
     let notes = input_notes(&end.input);
     let mut out = stdout();
     match args.format {
-        SummaryFormat::Text => write_text(input.name(), &counts, &end, &notes, status, &mut out)?,
+        SummaryFormat::Text => {
+            write_text(input.name(), &counts, &end, &notes, status, &mut out)?;
+            if log.dialect == walcodec::Dialect::RocksDb {
+                end.wal.write_text(&log, &mut out)?;
+            }
+        }
         SummaryFormat::Json => {
-            writeln!(out, "{}", json(input.name(), &counts, &end, &notes, status))?
+            let mut object = json(input.name(), &counts, &end, &notes, status);
+            if log.dialect == walcodec::Dialect::RocksDb {
+                object.object("wal", end.wal.json(&log));
+            }
+            writeln!(out, "{}", object.finish())?
         }
     }
     finish(out)?;
@@ -260,7 +304,13 @@ fn write_text(
     write_histogram(&counts.histogram, out)
 }
 
-fn json(name: &str, counts: &Counts, end: &ScanEnd, notes: &[String], status: Status) -> String {
+fn json(
+    name: &str,
+    counts: &Counts,
+    end: &ScanEnd,
+    notes: &[String],
+    status: Status,
+) -> JsonObject {
     let stats = end.stats;
     let (blocks, last_block_bytes) = blocks(end.file_len);
     let [zero, full, first, middle, last] = counts.by_type;
@@ -313,7 +363,7 @@ fn json(name: &str, counts: &Counts, end: &ScanEnd, notes: &[String], status: St
     Tail::of(end, counts.hidden_zero_fills > 0).json(&mut object, end);
     json_end(&mut object, end, notes, status);
     object.objects("record_sizes", sizes);
-    object.finish()
+    object
 }
 
 /// The non-empty span of the histogram, one bucket a line, with a bar scaled to the

@@ -26,6 +26,7 @@ use tokio_util::codec::Decoder;
 use walcodec::{LogEncoder, LogWriter, RecordIoCodec};
 
 use crate::common::{parse_hex, Failure, Limits, Status};
+use crate::dialect::{DialectArg, DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::scan::{scan, Visitor};
 use crate::verdict::Tail;
@@ -117,7 +118,19 @@ fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failur
     struct Nothing;
     impl Visitor for Nothing {}
     let mut input = Input::open(path, limits)?;
-    let end = scan(&mut input, 0, true, limits, &mut Nothing)?;
+    let auto = DialectArgs {
+        dialect: DialectArg::Auto,
+        log_number: None,
+    };
+    let log = LogChoice::resolve(&mut input, path, &auto)?;
+    if log.dialect == walcodec::Dialect::RocksDb {
+        return Err(Failure::new(format!(
+            "{}: refusing to append: a RocksDB WAL ({}), and write appends LevelDB's format",
+            path.display(),
+            log.describe()
+        )));
+    }
+    let end = scan(&mut input, 0, true, limits, &log, &mut Nothing)?;
     let strict = &end.strict;
     if let Some(damage) = &strict.damage {
         eprintln!(
