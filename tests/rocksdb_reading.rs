@@ -755,10 +755,7 @@ async fn a_damaged_compressed_record_fails_its_stream() {
     let middle = BLOCK_SIZE;
     let payload_len = u16::from_le_bytes([log[middle + 4], log[middle + 5]]) as usize;
     log[middle + 7 + payload_len / 2] ^= 0x55;
-    let header = legacy_header(
-        log[middle + 6],
-        &log[middle + 7..middle + 7 + payload_len],
-    );
+    let header = legacy_header(log[middle + 6], &log[middle + 7..middle + 7 + payload_len]);
     log[middle..middle + 7].copy_from_slice(&header);
 
     let dir = tempfile::tempdir().unwrap();
@@ -781,4 +778,95 @@ async fn a_damaged_compressed_record_fails_its_stream() {
     let mut after = Vec::new();
     next.read_to_end(&mut after).await.unwrap();
     assert_eq!(after, b"after");
+}
+
+// ---------------------------------------------------------------------------------
+// Against the reference reader, taught RocksDB's dialect.
+
+mod against_the_reference {
+    use super::*;
+    use common::reference_read_rocksdb;
+    use proptest::prelude::*;
+
+    fn damaged_log() -> impl Strategy<Value = (Vec<u8>, u32)> {
+        let record = prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..50),
+            proptest::collection::vec(any::<u8>(), 32_700..32_800),
+            (1usize..70_000).prop_map(|len| vec![b'r'; len]),
+        ];
+        let damage = prop_oneof![
+            (any::<prop::sample::Index>(), 1u8..=255).prop_map(|(at, x)| (at, x, 0usize)),
+            (any::<prop::sample::Index>(), Just(0u8), 1usize..40_000),
+        ];
+        (
+            proptest::collection::vec(record, 1..8),
+            proptest::collection::vec(damage, 0..4),
+            any::<bool>(),
+            0u32..3,
+        )
+            .prop_map(|(records, damage, legacy_start, number)| {
+                let mut log = BytesMut::new();
+                if legacy_start {
+                    LogEncoder::new().encode_record(b"a legacy record first", &mut log);
+                }
+                let mut encoder = LogEncoder::builder()
+                    .recyclable(u64::from(number))
+                    .offset(log.len() as u64)
+                    .build();
+                for record in &records {
+                    encoder.encode_record(record, &mut log);
+                }
+                let mut log = log.to_vec();
+                for (at, xor, zeros) in damage {
+                    let at = at.index(log.len());
+                    if zeros == 0 {
+                        log[at] ^= xor;
+                    } else {
+                        let end = (at + zeros).min(log.len());
+                        log[at..end].fill(0);
+                    }
+                }
+                // Read as log 1: logs 0 and 2 are all old fragments.
+                (log, 1)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        /// `SkipCorrupted` in RocksDB's dialect is RocksDB's `kSkipAnyCorruptedRecords`
+        /// (with the crate's departures), report for report, under any chunking.
+        #[test]
+        fn damaged_logs_read_as_the_reference_reads_them((log, number) in damaged_log()) {
+            let outcome = read(&log, Recovery::SkipCorrupted, u64::from(number));
+            let reference = reference_read_rocksdb(&log, u64::from(number));
+            prop_assert_eq!(outcome, reference);
+        }
+
+        /// Random bytes too.
+        #[test]
+        fn random_bytes_read_as_the_reference_reads_them(
+            log in proptest::collection::vec(any::<u8>(), 0..3 * BLOCK_SIZE),
+        ) {
+            let outcome = read(&log, Recovery::SkipCorrupted, 0);
+            let reference = reference_read_rocksdb(&log, 0);
+            prop_assert_eq!(outcome, reference);
+        }
+    }
+
+    /// Every RocksDB vector without compression, as the reference reads it.
+    #[test]
+    fn the_vectors_read_as_the_reference_reads_them() {
+        for vector in VECTORS.iter().filter(|v| !v.compressed) {
+            let log = fs::read(data_path(vector.name)).unwrap();
+            let number = log_number(vector.name);
+            let outcome = read(&log, Recovery::SkipCorrupted, number);
+            assert_eq!(
+                outcome,
+                reference_read_rocksdb(&log, number),
+                "{}",
+                vector.name
+            );
+        }
+    }
 }
