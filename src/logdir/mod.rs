@@ -25,7 +25,6 @@ pub(crate) use segment::segment_name;
 use fs::blocking;
 use segment::segment_path;
 
-use crate::writer::max_encoded_len;
 use crate::{AsyncLogWriter, Error, LogDecoder, LogReader, WriterOptions};
 
 /// Default size at which the active segment is sealed and the next one started: 64 MiB.
@@ -468,7 +467,12 @@ impl LogDir {
                 max: crate::DEFAULT_MAX_RECORD_BYTES,
             });
         }
-        let estimate = max_encoded_len(record.len()) as u64;
+        let estimate = self
+            .inner
+            .options
+            .writer
+            .format_in_use()
+            .max_encoded_len(record.len()) as u64;
         let max = self.inner.options.max_segment_bytes;
         loop {
             let active = self.inner.active.read().await;
