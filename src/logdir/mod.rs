@@ -100,9 +100,11 @@ impl LogDirOptions {
     }
 
     /// Group-commit settings of the active segment's writer (see [`WriterOptions`]).
-    /// With [`WriterOptions::preallocate`], a follower in another process may read
-    /// the zeros ahead of the writer; followers in the writer's process are not
-    /// affected.
+    /// With [`WriterOptions::preallocate`], a reader in another process
+    /// ([`DirReader::open`]) reads the zeros ahead of the writer, and fails with
+    /// [`Error::TruncatedUnderReader`] when the writer fills them in (it cannot
+    /// tell that from a rewritten file); keep preallocation off for a log followed
+    /// from another process. Readers in the writer's process are not affected.
     pub fn writer(&mut self, options: WriterOptions) -> &mut Self {
         self.writer = options;
         self
