@@ -180,12 +180,13 @@ pub(crate) fn write_position_file(
 ) -> io::Result<()> {
     use std::io::Write;
     let tmp = dir.join(format!("{name}.tmp"));
+    // A temporary file left by a crash before its rename: stale, not part of the log.
     let _ = std::fs::remove_file(&tmp);
     let mut file = fs.create(&tmp)?;
     file.write_all(format!("{position}\n").as_bytes())?;
     fs.sync_file(&file)?;
     drop(file);
-    std::fs::rename(&tmp, dir.join(name))
+    fs.rename(&tmp, &dir.join(name))
 }
 
 /// Cuts the log after `position`: deletes the later segments (newest first) and cuts
@@ -220,7 +221,7 @@ pub(crate) fn apply_truncation(
         Err(e) => return Err(e),
     }
     fs.sync_dir(dir)?;
-    match std::fs::remove_file(dir.join(TRUNCATE_FILE)) {
+    match fs.remove(&dir.join(TRUNCATE_FILE)) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
