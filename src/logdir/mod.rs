@@ -137,7 +137,8 @@ impl LogDirOptions {
     /// Opens the log directory at `path`, creating it (and its first segment) when
     /// it does not exist, and recovers it:
     ///
-    /// - a truncation a crash interrupted is finished;
+    /// - a truncation a crash interrupted is finished, and so is a purge (the
+    ///   segments its durable `PURGED` file covers are deleted);
     /// - the segments must be consecutive numbers: a hole is
     ///   [`Error::MissingSegment`];
     /// - every sealed segment must read cleanly to its end
@@ -563,7 +564,9 @@ impl LogDir {
     }
 
     /// Deletes the whole segments that end at or before `pos`, oldest first, and
-    /// syncs the directory; returns their numbers. Never the active segment, nor a
+    /// syncs the directory; returns their numbers. Where the purge ends is made
+    /// durable first (the `PURGED` file), so a crash in the middle leaves segments
+    /// that [`open`](LogDirOptions::open) deletes, never a hole. Never the active segment, nor a
     /// segment a [`DirReader`] of this log still needs (those and every later one
     /// are kept), so a purge never leaves a hole.
     ///
@@ -609,10 +612,14 @@ impl LogDir {
         let storage = Arc::clone(&self.inner.options.storage);
         let deleted = victims.clone();
         let result = blocking(move || {
-            // First where the purge ends, so a checkpoint there still reads after a
-            // restart; the directory sync below makes both durable.
+            // First where the purge ends, durably: it decides the purge, so that a
+            // crash that keeps some of the deletions below and not others (a
+            // directory's changes reach the disk in any order until it is synced)
+            // leaves a log `open` finishes purging, never one with a hole. It also
+            // lets a checkpoint there still read after a restart.
             if let Err(e) =
                 recovery::write_position_file(&dir, recovery::PURGED_FILE, through, &*storage)
+                    .and_then(|()| storage.sync_dir(&dir))
             {
                 return Ok(Err((deleted[0], e)));
             }

@@ -200,8 +200,14 @@ impl DirReader {
             let dir = dir.clone();
             super::fs::blocking(move || list_segments(&dir)).await?
         };
-        let first = segments.first().copied().unwrap_or(1);
         let purged_through = super::recovery::read_purged(&dir).await?;
+        // Segments a crash kept from a purge are not part of the log (the writer's
+        // `open` deletes them).
+        let first = segments
+            .iter()
+            .copied()
+            .find(|&segment| segment > purged_through.segment)
+            .unwrap_or(purged_through.segment + 1);
         let from = super::resolve_start(from, first, purged_through)?;
         Ok(DirReader {
             dir,

@@ -1,6 +1,6 @@
 //! What `LogDir::open` does before the first append: finish an interrupted
-//! truncation, check that the segments form one log, and cut the last one's torn
-//! tail.
+//! truncation or purge, check that the segments form one log, and cut the last
+//! one's torn tail.
 //!
 //! | segment          | may end in a torn tail | damage             |
 //! |------------------|------------------------|--------------------|
@@ -47,20 +47,21 @@ pub(crate) struct Recovered {
 /// Recovers the log directory `dir` (whose lock the caller holds).
 pub(crate) async fn recover(dir: &Path, fs: &Arc<dyn DirStorage>) -> Result<Recovered, Error> {
     finish_truncation(dir, fs).await?;
-    let segments = {
-        let dir = dir.to_path_buf();
-        blocking(move || list_segments(&dir)).await?
-    };
+    let purged_through = read_purged(dir).await?;
+    let segments = finish_purge(dir, purged_through, fs).await?;
     let (first, last) = match (segments.first(), segments.last()) {
         (Some(&first), Some(&last)) => (first, last),
         _ => {
-            let file = create_segment(dir, 1, fs).await?;
+            // Numbers go on after the segments purged, never back to one the
+            // `PURGED` file covers.
+            let number = purged_through.segment + 1;
+            let file = create_segment(dir, number, fs).await?;
             return Ok(Recovered {
                 sealed: BTreeMap::new(),
-                active: 1,
+                active: number,
                 active_len: 0,
                 active_file: file,
-                purged_through: read_purged(dir).await?,
+                purged_through,
             });
         }
     };
@@ -86,8 +87,40 @@ pub(crate) async fn recover(dir: &Path, fs: &Arc<dyn DirStorage>) -> Result<Reco
         active: last,
         active_len: scan.valid_len,
         active_file: file.into_std().await,
-        purged_through: read_purged(dir).await?,
+        purged_through,
     })
+}
+
+/// Deletes the segments a purge decided (up to `purged_through`, as its durable
+/// `PURGED` file says) that a crash kept: the purge deletes them only after that
+/// file is durable, and a crash may keep any of its deletions and not others.
+/// Returns the segments left, in order.
+async fn finish_purge(
+    dir: &Path,
+    purged_through: LogPosition,
+    fs: &Arc<dyn DirStorage>,
+) -> Result<Vec<u64>, Error> {
+    let dir = dir.to_path_buf();
+    let fs = Arc::clone(fs);
+    let segments = blocking(move || {
+        let segments = list_segments(&dir)?;
+        let (purged, kept): (Vec<u64>, Vec<u64>) = segments
+            .into_iter()
+            .partition(|&segment| segment <= purged_through.segment);
+        if !purged.is_empty() {
+            for segment in purged {
+                match fs.remove(&segment_path(&dir, segment)) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            fs.sync_dir(&dir)?;
+        }
+        Ok(kept)
+    })
+    .await?;
+    Ok(segments)
 }
 
 /// The end of the last segment purged from `dir`, from its `PURGED` file.
