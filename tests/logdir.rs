@@ -756,3 +756,30 @@ async fn reader_in_another_process_skips_segments_a_crash_kept_from_a_purge() {
     assert_eq!(record.start.segment, purged.last().unwrap() + 1);
     log.close().await.unwrap();
 }
+
+/// A power cut can lose a page written after the last sync while a later one
+/// reaches the disk: the last segment then holds a page of zeros with records after
+/// it. `open` cuts that as `AsyncLogWriter::open` does (found by
+/// tests/logdir_power_cut.rs: before, it refused the directory with `BadSegment`).
+#[tokio::test]
+async fn a_page_lost_in_the_last_segments_unsynced_end_is_cut_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogDir::open(dir.path()).await.unwrap();
+    let mut ends = Vec::new();
+    for seq in 0..50 {
+        ends.push(log.append(make_record_sized(18, seq, 300)).await.unwrap());
+    }
+    log.close().await.unwrap();
+    let path = segment_path(dir.path(), 1);
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.len() > 3 * 4096);
+    bytes[4096..8192].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+
+    let log = LogDir::open(dir.path()).await.unwrap();
+    let kept: Vec<_> = ends.iter().filter(|end| end.offset <= 4096).collect();
+    assert_eq!(log.end(), *kept[kept.len() - 1]);
+    let records = read_all(&log, LogPosition::START).await;
+    assert_eq!(records.len(), kept.len());
+    log.close().await.unwrap();
+}

@@ -143,7 +143,8 @@ impl LogDirOptions {
     ///   [`Error::MissingSegment`];
     /// - every sealed segment must read cleanly to its end
     ///   ([`Error::BadSegment`] otherwise);
-    /// - the last segment's torn tail is cut, as [`AsyncLogWriter::open`] does.
+    /// - the last segment's torn tail is cut, as [`AsyncLogWriter::open`] does,
+    ///   pages a power cut lost in its unsynced end included.
     ///
     /// Files that are not segments are left alone. Takes the directory's lock:
     /// [`Error::Locked`] when another `LogDir`, in this process or another, has it
@@ -172,7 +173,8 @@ impl LogDirOptions {
                 .await
                 .map_err(std::io::Error::other)??
         };
-        let recovered = recovery::recover(&dir, &self.storage).await?;
+        let recovered =
+            recovery::recover(&dir, &self.storage, self.writer.unsynced_window()).await?;
         let storage = self.storage.storage(recovered.active_file);
         let writer = self.writer.from_storage(storage, recovered.active_len)?;
         let first = recovered

@@ -18,7 +18,7 @@ use tokio::io::AsyncSeekExt;
 use super::fs::{blocking, DirStorage};
 use super::position::LogPosition;
 use super::segment::{list_segments, segment_path};
-use crate::repair::{repair_file, scan_file};
+use crate::repair::{recover_file, scan_file};
 use crate::{Error, DEFAULT_MAX_RECORD_BYTES};
 
 /// The marker of a truncation in progress: holds the position to truncate after.
@@ -45,7 +45,15 @@ pub(crate) struct Recovered {
 }
 
 /// Recovers the log directory `dir` (whose lock the caller holds).
-pub(crate) async fn recover(dir: &Path, fs: &Arc<dyn DirStorage>) -> Result<Recovered, Error> {
+///
+/// The last segment's tail is cut as `AsyncLogWriter::open` cuts it, with the same
+/// `unsynced_window`: the damage a power cut leaves in the bytes written after the
+/// last sync (a page lost while a later one reached the disk) is cut too.
+pub(crate) async fn recover(
+    dir: &Path,
+    fs: &Arc<dyn DirStorage>,
+    unsynced_window: u64,
+) -> Result<Recovered, Error> {
     finish_truncation(dir, fs).await?;
     let purged_through = read_purged(dir).await?;
     let segments = finish_purge(dir, purged_through, fs).await?;
@@ -78,7 +86,7 @@ pub(crate) async fn recover(dir: &Path, fs: &Arc<dyn DirStorage>) -> Result<Reco
         .write(true)
         .open(segment_path(dir, last))
         .await?;
-    let scan = repair_file(&mut file, DEFAULT_MAX_RECORD_BYTES)
+    let scan = recover_file(&mut file, DEFAULT_MAX_RECORD_BYTES, unsynced_window)
         .await
         .map_err(|e| bad_segment(last, e))?;
     file.seek(SeekFrom::Start(scan.valid_len)).await?;
