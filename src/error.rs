@@ -94,11 +94,16 @@ pub enum Error {
     },
 
     /// Records a reader had reached were removed under it (by
-    /// [`LogDir::truncate_after`](crate::LogDir::truncate_after), or a segment file
-    /// cut or replaced), so it stops rather than yield records that are gone.
+    /// [`LogDir::truncate_after`](crate::LogDir::truncate_after), or, for a
+    /// [`DirReader`](crate::DirReader) in another process, a segment file cut,
+    /// replaced, removed, or rewritten in place: cut and grown again past what was
+    /// read, or overwritten), so it stops rather than yield records that are gone
+    /// or join bytes from before and after the change.
     #[error("log was truncated to {position} under a reader at {reader}")]
     TruncatedUnderReader {
-        /// Where the log now ends (or the segment that was cut, at its new length).
+        /// Where the log now ends (or the segment that was cut, at its new length;
+        /// its start when the file was removed or replaced; the first byte that
+        /// changed when it was rewritten in place).
         position: crate::LogPosition,
         /// Where the reader was.
         reader: crate::LogPosition,

@@ -26,7 +26,7 @@ use crate::format::{block_start, Position, BLOCK_SIZE};
 use crate::record_reader::StreamState;
 use crate::{Error, LogDecoder, LogDecoderBuilder};
 
-mod guard;
+pub(crate) mod guard;
 mod readahead;
 
 use guard::FileGuard;

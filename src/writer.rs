@@ -282,17 +282,21 @@ impl WriterOptions {
                          use create for a new log",
                     )));
                 }
-                // What a crash or power cut can leave after the last sync: at most
-                // the queue and the batch being written (with a writer's defaults
-                // at least), plus the block they end in.
-                let unsynced_window = (self.max_queued_bytes.max(DEFAULT_MAX_QUEUED_BYTES)
-                    + self.max_batch_bytes.max(DEFAULT_MAX_BATCH_BYTES)
-                    + crate::BLOCK_SIZE) as u64;
-                let scan = recover_file(&mut file, self.max_record_bytes, unsynced_window).await?;
+                let scan =
+                    recover_file(&mut file, self.max_record_bytes, self.unsynced_window()).await?;
                 self.from_file(file, scan.valid_len).await
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// What a crash or power cut can leave after the last sync: at most the queue
+    /// and the batch being written (with a writer's defaults at least), plus the
+    /// block they end in.
+    pub(crate) fn unsynced_window(&self) -> u64 {
+        (self.max_queued_bytes.max(DEFAULT_MAX_QUEUED_BYTES)
+            + self.max_batch_bytes.max(DEFAULT_MAX_BATCH_BYTES)
+            + crate::BLOCK_SIZE) as u64
     }
 
     /// Appends to an open file that holds a valid log of exactly `len` bytes (repair

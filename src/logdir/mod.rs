@@ -99,9 +99,11 @@ impl LogDirOptions {
     }
 
     /// Group-commit settings of the active segment's writer (see [`WriterOptions`]).
-    /// With [`WriterOptions::preallocate`], a follower in another process may read
-    /// the zeros ahead of the writer; followers in the writer's process are not
-    /// affected.
+    /// With [`WriterOptions::preallocate`], a reader in another process
+    /// ([`DirReader::open`]) reads the zeros ahead of the writer, and fails with
+    /// [`Error::TruncatedUnderReader`] when the writer fills them in (it cannot
+    /// tell that from a rewritten file); keep preallocation off for a log followed
+    /// from another process. Readers in the writer's process are not affected.
     pub fn writer(&mut self, options: WriterOptions) -> &mut Self {
         self.writer = options;
         self
@@ -134,12 +136,14 @@ impl LogDirOptions {
     /// Opens the log directory at `path`, creating it (and its first segment) when
     /// it does not exist, and recovers it:
     ///
-    /// - a truncation a crash interrupted is finished;
+    /// - a truncation a crash interrupted is finished, and so is a purge (the
+    ///   segments its durable `PURGED` file covers are deleted);
     /// - the segments must be consecutive numbers: a hole is
     ///   [`Error::MissingSegment`];
     /// - every sealed segment must read cleanly to its end
     ///   ([`Error::BadSegment`] otherwise);
-    /// - the last segment's torn tail is cut, as [`AsyncLogWriter::open`] does.
+    /// - the last segment's torn tail is cut, as [`AsyncLogWriter::open`] does,
+    ///   pages a power cut lost in its unsynced end included.
     ///
     /// Files that are not segments are left alone. Takes the directory's lock:
     /// [`Error::Locked`] when another `LogDir`, in this process or another, has it
@@ -168,7 +172,8 @@ impl LogDirOptions {
                 .await
                 .map_err(std::io::Error::other)??
         };
-        let recovered = recovery::recover(&dir, &self.storage).await?;
+        let recovered =
+            recovery::recover(&dir, &self.storage, self.writer.unsynced_window()).await?;
         let storage = self.storage.storage(recovered.active_file);
         let writer = self.writer.from_storage(storage, recovered.active_len)?;
         let first = recovered
@@ -565,7 +570,9 @@ impl LogDir {
     }
 
     /// Deletes the whole segments that end at or before `pos`, oldest first, and
-    /// syncs the directory; returns their numbers. Never the active segment, nor a
+    /// syncs the directory; returns their numbers. Where the purge ends is made
+    /// durable first (the `PURGED` file), so a crash in the middle leaves segments
+    /// that [`open`](LogDirOptions::open) deletes, never a hole. Never the active segment, nor a
     /// segment a [`DirReader`] of this log still needs (those and every later one
     /// are kept), so a purge never leaves a hole.
     ///
@@ -611,10 +618,14 @@ impl LogDir {
         let storage = Arc::clone(&self.inner.options.storage);
         let deleted = victims.clone();
         let result = blocking(move || {
-            // First where the purge ends, so a checkpoint there still reads after a
-            // restart; the directory sync below makes both durable.
+            // First where the purge ends, durably: it decides the purge, so that a
+            // crash that keeps some of the deletions below and not others (a
+            // directory's changes reach the disk in any order until it is synced)
+            // leaves a log `open` finishes purging, never one with a hole. It also
+            // lets a checkpoint there still read after a restart.
             if let Err(e) =
                 recovery::write_position_file(&dir, recovery::PURGED_FILE, through, &*storage)
+                    .and_then(|()| storage.sync_dir(&dir))
             {
                 return Ok(Err((deleted[0], e)));
             }
