@@ -732,7 +732,6 @@ mod tests {
         assert_eq!(a, b);
     }
 
-    #[cfg(feature = "zstd")]
     /// No record encodes to more than its format's bound, wherever it starts and
     /// whatever its size.
     #[test]
@@ -779,6 +778,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "zstd")]
     mod compressed {
         use super::*;
         use crate::fragment::{FragmentRules, Parsed};
