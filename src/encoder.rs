@@ -736,12 +736,14 @@ mod tests {
     /// whatever its size.
     #[test]
     fn max_encoded_len_bounds_every_format() {
-        let mut formats = vec![LogFormat::leveldb(), LogFormat::leveldb().recyclable(3)];
-        #[cfg(feature = "zstd")]
-        formats.extend([
+        let formats = [
+            LogFormat::leveldb(),
+            LogFormat::leveldb().recyclable(3),
+            #[cfg(feature = "zstd")]
             LogFormat::leveldb().zstd(),
+            #[cfg(feature = "zstd")]
             LogFormat::leveldb().recyclable(3).zstd(),
-        ]);
+        ];
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let noise: Vec<u8> = (0..200_000)
             .map(|_| {
