@@ -870,3 +870,23 @@ mod against_the_reference {
         }
     }
 }
+
+/// A bad length in a recycled file: the end of the log in TolerateTail, silently;
+/// "bad record length" in the other modes (here SkipCorrupted goes on with the next
+/// block).
+#[test]
+fn a_bad_length_ends_a_recycled_log_in_tolerate_tail_only() {
+    let mut log = recyclable_log(3, &[b"one", b"two", &[b'x'; 40_000], b"after"]);
+    let second = 11 + 3;
+    // "two"'s length now runs past its block.
+    log[second + 4..second + 6].copy_from_slice(&40_000u16.to_le_bytes());
+    let outcome = read(&log, Recovery::TolerateTail, 3);
+    assert_eq!(outcome.record_vecs(), [b"one".to_vec()]);
+    assert_eq!((outcome.reports, outcome.error), (vec![], None));
+    let strict = read(&log, Recovery::AbsoluteConsistency, 3);
+    assert!(strict.error.unwrap().contains("bad record length"));
+    let skip = read(&log, Recovery::SkipCorrupted, 3);
+    assert_eq!(skip.reports[0].reason, "bad record length");
+    assert_eq!(skip.reports[0].offset, second as u64);
+    assert_eq!(skip.record_vecs().last().unwrap(), b"after");
+}
