@@ -307,6 +307,13 @@ impl LogDecoderBuilder {
     /// LevelDB's five types, anything else unknown). [`Dialect::RocksDb`] reads
     /// RocksDB's WALs: recyclable fragments, compressed records and metadata
     /// records.
+    ///
+    /// A recycled WAL ends at the first fragment of an older log: the decoder stops
+    /// there for good. So a [`LogTailer`](crate::LogTailer) following a recycled WAL
+    /// that RocksDB is still writing stops where the live records ended when it got
+    /// there; follow a recycled WAL by reopening it at the last checkpoint instead.
+    /// Compressed records are inflated whole (the streaming reader inflates them
+    /// fragment by fragment), within [`max_record_bytes`](Self::max_record_bytes).
     pub fn dialect(&mut self, dialect: Dialect) -> &mut Self {
         self.dialect = dialect;
         self
