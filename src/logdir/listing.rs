@@ -68,9 +68,9 @@ impl SegmentList {
 
 /// See [`LogDir::list`](crate::LogDir::list).
 pub(crate) fn list(dir: &Path) -> Result<SegmentList, Error> {
-    if !dir.is_dir() {
+    if !std::fs::metadata(dir)?.is_dir() {
         return Err(Error::Io(std::io::Error::new(
-            std::io::ErrorKind::NotADirectory,
+            std::io::ErrorKind::InvalidInput,
             format!("{} is not a log directory", dir.display()),
         )));
     }
