@@ -1,0 +1,497 @@
+//! A log directory ([`walcodec::LogDir`]: segments `NNNNNN.log`) wherever a log is
+//! taken: `verify`, `stat`, `dump`, `cat` and `tail` given a directory work on its
+//! segments in order, as [`LogDir::list`] lists them.
+//!
+//! | command      | on a directory                                                     |
+//! |--------------|--------------------------------------------------------------------|
+//! | `verify`     | each segment as `verify FILE` does (LevelDB dialect) under a `== 000007.log` header, then a directory summary |
+//! | `stat`       | each segment as `stat FILE` does, under the same headers, then the summary |
+//! | `dump`       | every record in order, positions as `000007:1234` (a [`LogPosition`]) |
+//! | `cat`        | every payload in order                                             |
+//! | `tail [-f]`  | the last N records; with `-f`, then follows across rotations       |
+//!
+//! Judging a directory (`verify`, `stat`): every sealed segment (all but the last)
+//! must end cleanly, so a torn tail there is damage ("badly sealed"); a number
+//! missing between the first segment and the last is a hole, named and counted as
+//! damage; the exit status is the worst over the directory (only the last
+//! segment's torn tail gives 3). With `--format json`, stdout holds JSON lines:
+//! each segment's object as `verify FILE --format json` prints it, then one
+//! summary object (`directory`, `segments`, `first_segment`, `last_segment`,
+//! `bytes`, `holes`, `badly_sealed`, `result`, `exit_code`).
+//!
+//! Reading records (`dump`, `cat`, `tail`) goes through [`DirReader`], which stops
+//! at the first damage, hole or badly sealed segment: that is reported on stderr
+//! and the exit status is 1 (`verify DIR` lists all of it). A torn tail at the end
+//! of the last segment is left out, as a writer mid-write leaves it.
+//!
+//! Options about one file's bytes (`--start`, `--physical`, `--record`,
+//! `--recovery`, `--dialect`, `--log-number`, the batch formats, the input limits
+//! for the commands that read records) are refused on a directory (exit 2).
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, FromArgMatches, ValueEnum};
+use tokio_util::codec::Encoder;
+use walcodec::{DirReader, DirRecord, LogDir, LogPosition, RecordIoCodec, SegmentList};
+
+use crate::common::{escape_into, finish, hex_into, stdout, Failure, Limits, Status};
+use crate::dump::Format;
+use crate::json::JsonObject;
+use crate::verdict::{result_text, SummaryFormat};
+
+/// The options each command takes on a directory (with the path itself, `file`).
+const VERIFY_OPTIONS: &[&str] = &["file", "format", "max_record_bytes", "max_input_bytes"];
+const STAT_OPTIONS: &[&str] = VERIFY_OPTIONS;
+const DUMP_OPTIONS: &[&str] = &["file", "format", "max_bytes"];
+const CAT_OPTIONS: &[&str] = &["file", "to"];
+const TAIL_OPTIONS: &[&str] = &[
+    "file",
+    "follow",
+    "records",
+    "format",
+    "max_bytes",
+    "poll_interval",
+];
+
+/// Runs the command of `matches` on a log directory when its input is one;
+/// `None` when it is not (a file, stdin, another command): the command runs as
+/// usual.
+pub(crate) async fn run(matches: &ArgMatches, limits: Limits) -> Result<Option<Status>, Failure> {
+    let Some((command, sub)) = matches.subcommand() else {
+        return Ok(None);
+    };
+    let options = match command {
+        "verify" => VERIFY_OPTIONS,
+        "stat" => STAT_OPTIONS,
+        "dump" => DUMP_OPTIONS,
+        "cat" => CAT_OPTIONS,
+        "tail" => TAIL_OPTIONS,
+        _ => return Ok(None),
+    };
+    let Ok(Some(path)) = sub.try_get_one::<PathBuf>("file") else {
+        return Ok(None);
+    };
+    if path.as_os_str() == "-" || !path.is_dir() {
+        return Ok(None);
+    }
+    refuse_options(command, sub, options, path)?;
+    let status = match command {
+        "verify" | "stat" => judge(command, sub, path, limits)?,
+        "dump" => dump(sub, path).await?,
+        "cat" => cat(sub, path).await?,
+        _ => tail(sub, path).await?,
+    };
+    Ok(Some(status))
+}
+
+/// Fails on an option given on the command line that `command` does not take on a
+/// directory.
+fn refuse_options(
+    command: &str,
+    sub: &ArgMatches,
+    options: &[&str],
+    path: &Path,
+) -> Result<(), Failure> {
+    for id in sub.ids() {
+        let id = id.as_str();
+        if options.contains(&id) || sub.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        return Err(Failure::new(format!(
+            "{}: --{} does not apply to a log directory (`{command}` reads its segments in order)",
+            path.display(),
+            id.replace('_', "-")
+        )));
+    }
+    Ok(())
+}
+
+/// The segments of the directory at `path`; a directory with none is not a log
+/// directory.
+fn list(path: &Path) -> Result<SegmentList, Failure> {
+    let listed = LogDir::list(path).map_err(|e| Failure::log(path, e))?;
+    if listed.segments.is_empty() {
+        return Err(Failure::new(format!(
+            "{}: no segment files (NNNNNN.log): not a log directory",
+            path.display()
+        )));
+    }
+    Ok(listed)
+}
+
+/// `NNNNNN.log`, or `NNNNNN.log..MMMMMM.log` for a run of missing numbers.
+fn hole_name(hole: &std::ops::RangeInclusive<u64>) -> String {
+    if hole.start() == hole.end() {
+        segment_name(*hole.start())
+    } else {
+        format!(
+            "{}..{}",
+            segment_name(*hole.start()),
+            segment_name(*hole.end())
+        )
+    }
+}
+
+fn segment_name(number: u64) -> String {
+    format!("{number:06}.log")
+}
+
+/// `verify DIR` and `stat DIR`: the command on each segment, then the summary.
+fn judge(command: &str, sub: &ArgMatches, path: &Path, limits: Limits) -> Result<Status, Failure> {
+    let format = sub
+        .get_one::<SummaryFormat>("format")
+        .copied()
+        .unwrap_or(SummaryFormat::Text);
+    let listed = list(path)?;
+    let holes = listed.holes();
+    let last = listed.segments.last().map_or(0, |s| s.number);
+    let mut worst = Status::Clean;
+    let mut badly_sealed = Vec::new();
+    for segment in &listed.segments {
+        if format == SummaryFormat::Text {
+            let mut out = std::io::stdout().lock();
+            for hole in holes.iter().filter(|h| *h.end() + 1 == segment.number) {
+                writeln!(out, "== missing {}: a hole in the log", hole_name(hole))?;
+            }
+            writeln!(out, "== {}", segment_name(segment.number))?;
+            out.flush()?;
+        }
+        let status = if command == "verify" {
+            crate::verify::run(segment_args("verify", format, &segment.path)?, limits)?
+        } else {
+            crate::stat::run(segment_args("stat", format, &segment.path)?, limits)?
+        };
+        let status = if status == Status::TornTail && segment.number != last {
+            badly_sealed.push(segment_name(segment.number));
+            if format == SummaryFormat::Text {
+                let mut out = std::io::stdout().lock();
+                writeln!(
+                    out,
+                    "badly sealed: {} is not the last segment, so its torn tail is damage",
+                    segment_name(segment.number)
+                )?;
+                out.flush()?;
+            }
+            Status::Corrupt
+        } else {
+            status
+        };
+        worst = worst.max(status);
+    }
+    if !holes.is_empty() {
+        worst = Status::Corrupt;
+    }
+    let first = listed.segments.first().map_or(0, |s| s.number);
+    let hole_names: Vec<String> = holes.iter().map(hole_name).collect();
+    let mut out = stdout();
+    match format {
+        SummaryFormat::Text => {
+            writeln!(out, "== directory {}", path.display())?;
+            writeln!(
+                out,
+                "segments: {} ({}..{})",
+                listed.segments.len(),
+                segment_name(first),
+                segment_name(last)
+            )?;
+            writeln!(out, "bytes: {}", listed.total_bytes())?;
+            writeln!(out, "holes: {}", list_or_none(&hole_names))?;
+            writeln!(out, "badly sealed: {}", list_or_none(&badly_sealed))?;
+            writeln!(out, "result: {}", result_text(worst))?;
+        }
+        SummaryFormat::Json => {
+            let result = match worst {
+                Status::Clean => "clean",
+                Status::Corrupt => "corrupt",
+                Status::TornTail => "torn_tail",
+            };
+            let mut object = JsonObject::new();
+            object
+                .string("directory", &path.display().to_string())
+                .number("segments", listed.segments.len() as u64)
+                .number("first_segment", first)
+                .number("last_segment", last)
+                .number("bytes", listed.total_bytes())
+                .strings("holes", &hole_names)
+                .strings("badly_sealed", &badly_sealed)
+                .string("result", result)
+                .number("exit_code", u64::from(worst.code()));
+            writeln!(out, "{}", object.finish())?;
+        }
+    }
+    finish(out)?;
+    Ok(worst)
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The arguments of `command` (`verify` or `stat`) for one segment file: its own
+/// parser, so the command runs on the segment exactly as on any file, read as
+/// LevelDB's log.
+fn segment_args<A: clap::Args + FromArgMatches>(
+    command: &'static str,
+    format: SummaryFormat,
+    segment: &Path,
+) -> Result<A, Failure> {
+    let format = format
+        .to_possible_value()
+        .map(|value| value.get_name().to_string())
+        .unwrap_or_else(|| "text".to_string());
+    let argv: [OsString; 7] = [
+        command.into(),
+        "--format".into(),
+        format.into(),
+        "--dialect".into(),
+        "leveldb".into(),
+        "--".into(),
+        segment.into(),
+    ];
+    let parsed = A::augment_args(clap::Command::new(command))
+        .try_get_matches_from(argv)
+        .and_then(|matches| A::from_arg_matches(&matches));
+    parsed.map_err(|e| Failure::new(format!("{}: {e}", segment.display())))
+}
+
+/// A reading error: damage (exit 1, reading stops there), or an I/O error (exit 2).
+fn read_error(path: &Path, error: walcodec::Error) -> Result<Status, Failure> {
+    match error {
+        walcodec::Error::Io(e) => Err(Failure::io(path, e)),
+        other => {
+            eprintln!("walcodec: {}: {other}", path.display());
+            Ok(Status::Corrupt)
+        }
+    }
+}
+
+async fn open_reader(path: &Path, from: LogPosition) -> Result<DirReader, Failure> {
+    DirReader::open(path, from)
+        .await
+        .map_err(|e| Failure::log(path, e))
+}
+
+/// The format of `dump` or `tail`; the batch formats are refused (a directory's
+/// records are read as LevelDB's).
+fn record_format(sub: &ArgMatches, path: &Path) -> Result<Format, Failure> {
+    let format = sub
+        .get_one::<Format>("format")
+        .copied()
+        .unwrap_or(Format::Text);
+    if format.is_batch() {
+        return Err(Failure::new(format!(
+            "{}: the batch formats do not apply to a log directory",
+            path.display()
+        )));
+    }
+    Ok(format)
+}
+
+/// One record as a line of `dump DIR`: `POSITION LEN PAYLOAD` (text, hex), or
+/// `{"position":"000007:1234","end":"000007:1300","len":L,"data":"HEX"}`.
+fn format_record(record: &DirRecord, format: Format, max_bytes: Option<usize>, line: &mut Vec<u8>) {
+    let len = record.data.len();
+    let shown = &record.data[..max_bytes.map_or(len, |max| max.min(len))];
+    let omitted = len - shown.len();
+    match format {
+        Format::Json => {
+            line.extend_from_slice(
+                format!(
+                    "{{\"position\":\"{}\",\"end\":\"{}\",\"len\":{len},\"data\":\"",
+                    record.start, record.end
+                )
+                .as_bytes(),
+            );
+            hex_into(shown, line);
+            line.push(b'"');
+            if max_bytes.is_some() {
+                line.extend_from_slice(format!(",\"omitted\":{omitted}").as_bytes());
+            }
+            line.push(b'}');
+        }
+        _ => {
+            line.extend_from_slice(format!("{} {len} ", record.start).as_bytes());
+            if format == Format::Hex {
+                hex_into(shown, line);
+            } else {
+                escape_into(shown, line);
+            }
+            if omitted > 0 {
+                line.extend_from_slice(format!("…(+{omitted} bytes)").as_bytes());
+            }
+        }
+    }
+    line.push(b'\n');
+}
+
+/// `dump DIR`: every record, in order.
+async fn dump(sub: &ArgMatches, path: &Path) -> Result<Status, Failure> {
+    let format = record_format(sub, path)?;
+    let max_bytes = sub.get_one::<usize>("max_bytes").copied();
+    let mut reader = open_reader(path, LogPosition::START).await?;
+    let mut out = stdout();
+    let mut line = Vec::new();
+    let mut status = Status::Clean;
+    while let Some(record) = reader.next_record().await {
+        match record {
+            Ok(record) => {
+                line.clear();
+                format_record(&record, format, max_bytes, &mut line);
+                out.write_all(&line)?;
+            }
+            Err(e) => {
+                finish(&mut out)?;
+                status = read_error(path, e)?;
+            }
+        }
+    }
+    finish(out)?;
+    Ok(status)
+}
+
+/// How `cat --to` frames payloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum To {
+    Raw,
+    Lines,
+    Hex,
+    Recordio,
+}
+
+/// `cat DIR`: every payload, in order, framed as `cat FILE --to` frames them.
+async fn cat(sub: &ArgMatches, path: &Path) -> Result<Status, Failure> {
+    // `cat`'s own enum is private to it: its value as the user spelled it.
+    let to = match sub
+        .get_raw("to")
+        .and_then(|mut values| values.next())
+        .and_then(|value| value.to_str())
+    {
+        None | Some("raw") => To::Raw,
+        Some("lines") => To::Lines,
+        Some("hex") => To::Hex,
+        Some("recordio") => To::Recordio,
+        Some(other) => {
+            return Err(Failure::new(format!(
+                "{}: --to {other} does not apply to a log directory",
+                path.display()
+            )))
+        }
+    };
+    let mut reader = open_reader(path, LogPosition::START).await?;
+    let mut out = stdout();
+    let mut line = Vec::new();
+    let mut framed = BytesMut::new();
+    let mut recordio = RecordIoCodec::new();
+    let mut status = Status::Clean;
+    while let Some(record) = reader.next_record().await {
+        let record = match record {
+            Ok(record) => record,
+            Err(e) => {
+                finish(&mut out)?;
+                status = read_error(path, e)?;
+                continue;
+            }
+        };
+        match to {
+            To::Raw => out.write_all(&record.data)?,
+            To::Lines => {
+                if record.data.contains(&b'\n') {
+                    finish(out)?;
+                    return Err(Failure::new(format!(
+                        "{}: the record at {} holds a newline: use --to hex",
+                        path.display(),
+                        record.start
+                    )));
+                }
+                out.write_all(&record.data)?;
+                out.write_all(b"\n")?;
+            }
+            To::Hex => {
+                line.clear();
+                hex_into(&record.data, &mut line);
+                line.push(b'\n');
+                out.write_all(&line)?;
+            }
+            To::Recordio => {
+                framed.clear();
+                recordio
+                    .encode(&record.data[..], &mut framed)
+                    .map_err(|e| Failure::new(format!("recordio: {e}")))?;
+                out.write_all(&framed)?;
+            }
+        }
+    }
+    finish(out)?;
+    Ok(status)
+}
+
+/// `tail DIR`: the last N records; with `-f`, then every record appended, across
+/// rotations, until interrupted or an error.
+async fn tail(sub: &ArgMatches, path: &Path) -> Result<Status, Failure> {
+    let format = record_format(sub, path)?;
+    let max_bytes = sub.get_one::<usize>("max_bytes").copied();
+    let follow = sub.get_flag("follow");
+    let count = sub.get_one::<usize>("records").copied().unwrap_or(10);
+    let poll_interval = sub.get_one::<u64>("poll_interval").copied().unwrap_or(50);
+    let mut reader = open_reader(path, LogPosition::START).await?;
+    let mut last = std::collections::VecDeque::with_capacity(count.min(1 << 16));
+    let mut status = Status::Clean;
+    while let Some(record) = reader.next_record().await {
+        match record {
+            Ok(record) => {
+                if last.len() == count {
+                    last.pop_front();
+                }
+                if count > 0 {
+                    last.push_back(record);
+                }
+            }
+            Err(e) => status = read_error(path, e)?,
+        }
+    }
+    let mut out = stdout();
+    let mut line = Vec::new();
+    for record in &last {
+        line.clear();
+        format_record(record, format, max_bytes, &mut line);
+        out.write_all(&line)?;
+    }
+    out.flush()?;
+    if !follow || status != Status::Clean {
+        finish(out)?;
+        return Ok(status);
+    }
+    // From just past the last record read: what a writer appends from here on,
+    // across rotations.
+    let mut follower = open_reader(path, reader.position())
+        .await?
+        .follow()
+        .with_poll_interval(Duration::from_millis(poll_interval.max(1)));
+    drop(reader);
+    while let Some(record) = follower.next_record().await {
+        match record {
+            Ok(record) => {
+                line.clear();
+                format_record(&record, format, max_bytes, &mut line);
+                out.write_all(&line)?;
+                // Whoever reads a followed log wants each record now.
+                out.flush()?;
+            }
+            Err(e) => {
+                finish(&mut out)?;
+                return read_error(path, e);
+            }
+        }
+    }
+    finish(out)?;
+    Ok(status)
+}
