@@ -322,3 +322,23 @@ async fn tail_follow_picks_up_records_appended_after_rotation() {
     child.wait().unwrap();
     log.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn dump_and_tail_leave_out_a_torn_last_record_and_exit_3() {
+    let dir = build_dir().await;
+    let last = segment_count(dir.path()) as u64;
+    cut(&segment_path(dir.path(), last), 3);
+    let dump = run(&["dump", path_str(dir.path())]);
+    assert_eq!(code(&dump), 3, "{}", stderr(&dump));
+    assert_eq!(stdout(&dump).lines().count(), RECORDS - 1);
+    assert!(
+        stderr(&dump).contains(&format!("{last:06}.log: torn tail after offset")),
+        "{}",
+        stderr(&dump)
+    );
+    let tail = run(&["tail", "-n", "1", path_str(dir.path())]);
+    assert_eq!(code(&tail), 3);
+    assert!(stdout(&tail).ends_with(&format!("{}\n", payload(RECORDS - 2))));
+    let cat = run(&["cat", "--to", "lines", path_str(dir.path())]);
+    assert_eq!(code(&cat), 3);
+}

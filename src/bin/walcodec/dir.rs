@@ -22,14 +22,16 @@
 //! Reading records (`dump`, `cat`, `tail`) goes through [`DirReader`], which stops
 //! at the first damage, hole or badly sealed segment: that is reported on stderr
 //! and the exit status is 1 (`verify DIR` lists all of it). A torn tail at the end
-//! of the last segment is left out, as a writer mid-write leaves it.
+//! of the last segment (bytes after its last record that are not all zeros: a
+//! record cut short, or one a writer is writing) is left out and gives exit 3, as
+//! for a file.
 //!
 //! Options about one file's bytes (`--start`, `--physical`, `--record`,
 //! `--recovery`, `--dialect`, `--log-number`, the batch formats, the input limits
 //! for the commands that read records) are refused on a directory (exit 2).
 
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -274,6 +276,50 @@ fn read_error(path: &Path, error: walcodec::Error) -> Result<Status, Failure> {
     }
 }
 
+/// The status of a read of the whole directory that ended without an error at
+/// `end` (just past the last record), judged as `dump FILE` judges a file's end:
+/// bytes after it in the last segment that are not all zeros (preallocated space)
+/// are a torn tail, or a writer mid-write (exit 3).
+fn end_status(path: &Path, end: LogPosition) -> Result<Status, Failure> {
+    let listed = LogDir::list(path).map_err(|e| Failure::log(path, e))?;
+    let Some(last) = listed.segments.last() else {
+        return Ok(Status::Clean);
+    };
+    let from = match end.segment.cmp(&last.number) {
+        std::cmp::Ordering::Equal => end.offset,
+        std::cmp::Ordering::Less => 0,
+        std::cmp::Ordering::Greater => return Ok(Status::Clean),
+    };
+    if last.len <= from {
+        return Ok(Status::Clean);
+    }
+    let mut file = std::fs::File::open(&last.path).map_err(|e| Failure::io(&last.path, e))?;
+    file.seek(SeekFrom::Start(from))
+        .map_err(|e| Failure::io(&last.path, e))?;
+    let mut buf = vec![0; 64 * 1024];
+    let mut left = last.len - from;
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = file
+            .read(&mut buf[..want])
+            .map_err(|e| Failure::io(&last.path, e))?;
+        if n == 0 {
+            break;
+        }
+        if buf[..n].iter().any(|&b| b != 0) {
+            eprintln!(
+                "walcodec: {}: {}: torn tail after offset {from} ({} bytes)",
+                path.display(),
+                segment_name(last.number),
+                last.len - from
+            );
+            return Ok(Status::TornTail);
+        }
+        left -= n as u64;
+    }
+    Ok(Status::Clean)
+}
+
 async fn open_reader(path: &Path, from: LogPosition) -> Result<DirReader, Failure> {
     DirReader::open(path, from)
         .await
@@ -355,6 +401,9 @@ async fn dump(sub: &ArgMatches, path: &Path) -> Result<Status, Failure> {
         }
     }
     finish(out)?;
+    if status == Status::Clean {
+        status = end_status(path, reader.position())?;
+    }
     Ok(status)
 }
 
@@ -431,6 +480,9 @@ async fn cat(sub: &ArgMatches, path: &Path) -> Result<Status, Failure> {
         }
     }
     finish(out)?;
+    if status == Status::Clean {
+        status = end_status(path, reader.position())?;
+    }
     Ok(status)
 }
 
@@ -468,6 +520,9 @@ async fn tail(sub: &ArgMatches, path: &Path) -> Result<Status, Failure> {
     out.flush()?;
     if !follow || status != Status::Clean {
         finish(out)?;
+        if status == Status::Clean {
+            return end_status(path, reader.position());
+        }
         return Ok(status);
     }
     // From just past the last record read: what a writer appends from here on,
