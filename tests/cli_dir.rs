@@ -342,3 +342,27 @@ async fn dump_and_tail_leave_out_a_torn_last_record_and_exit_3() {
     let cat = run(&["cat", "--to", "lines", path_str(dir.path())]);
     assert_eq!(code(&cat), 3);
 }
+
+#[tokio::test]
+async fn dump_and_cat_from_a_position_start_at_that_record() {
+    let dir = build_dir().await;
+    let expected = records(dir.path()).await;
+    let at = &expected[123];
+    let from = at.start.to_string();
+    let dump = run(&["dump", "--from", &from, path_str(dir.path())]);
+    assert_eq!(code(&dump), 0, "{}", stderr(&dump));
+    assert_eq!(stdout(&dump).lines().count(), RECORDS - 123);
+    assert!(stdout(&dump).starts_with(&format!("{from} ")));
+    // A checkpoint (a record's end) resumes after that record.
+    let end = at.end.to_string();
+    let cat = run(&["cat", "--to", "lines", "--from", &end, path_str(dir.path())]);
+    assert_eq!(code(&cat), 0);
+    assert!(stdout(&cat).starts_with(&format!("{}\n", payload(124))));
+    // Not a position, or on a file: usage errors.
+    let bad = run(&["dump", "--from", "7", path_str(dir.path())]);
+    assert_eq!(code(&bad), 2);
+    let file = segment_path(dir.path(), 1);
+    let on_file = run(&["dump", "--from", "000001:0", path_str(&file)]);
+    assert_eq!(code(&on_file), 2);
+    assert!(stderr(&on_file).contains("--start"), "{}", stderr(&on_file));
+}

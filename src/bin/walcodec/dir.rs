@@ -6,8 +6,8 @@
 //! |--------------|--------------------------------------------------------------------|
 //! | `verify`     | each segment as `verify FILE` does (LevelDB dialect) under a `== 000007.log` header, then a directory summary |
 //! | `stat`       | each segment as `stat FILE` does, under the same headers, then the summary |
-//! | `dump`       | every record in order, positions as `000007:1234` (a [`LogPosition`]) |
-//! | `cat`        | every payload in order                                             |
+//! | `dump`       | every record in order, positions as `000007:1234` (a [`LogPosition`]); `--from POSITION` starts there |
+//! | `cat`        | every payload in order; `--from POSITION` too                      |
 //! | `tail [-f]`  | the last N records; with `-f`, then follows across rotations       |
 //!
 //! Judging a directory (`verify`, `stat`): every sealed segment (all but the last)
@@ -49,8 +49,8 @@ use crate::verdict::{result_text, SummaryFormat};
 /// The options each command takes on a directory (with the path itself, `file`).
 const VERIFY_OPTIONS: &[&str] = &["file", "format", "max_record_bytes", "max_input_bytes"];
 const STAT_OPTIONS: &[&str] = VERIFY_OPTIONS;
-const DUMP_OPTIONS: &[&str] = &["file", "format", "max_bytes"];
-const CAT_OPTIONS: &[&str] = &["file", "to"];
+const DUMP_OPTIONS: &[&str] = &["file", "format", "max_bytes", "from"];
+const CAT_OPTIONS: &[&str] = &["file", "to", "from"];
 const TAIL_OPTIONS: &[&str] = &[
     "file",
     "follow",
@@ -59,6 +59,32 @@ const TAIL_OPTIONS: &[&str] = &[
     "max_bytes",
     "poll_interval",
 ];
+
+/// The commands that take `--from POSITION` on a directory.
+const FROM_COMMANDS: &[&str] = &["dump", "cat"];
+
+/// Adds `--from POSITION` to the commands that read records from a position: an
+/// option of directories only, so it lives here rather than in each command's
+/// `Args` (which ignore it).
+pub(crate) fn augment(mut command: clap::Command) -> clap::Command {
+    for name in FROM_COMMANDS {
+        command = command.mut_subcommand(*name, |sub| {
+            sub.arg(
+                clap::Arg::new("from")
+                    .long("from")
+                    .value_name("POSITION")
+                    .value_parser(|text: &str| {
+                        text.parse::<LogPosition>().map_err(|e| e.to_string())
+                    })
+                    .help(
+                        "On a log directory: start with the first record at or after this \
+                         position (`000007:1234`, as `dump` prints positions)",
+                    ),
+            )
+        });
+    }
+    command
+}
 
 /// Runs the command of `matches` on a log directory when its input is one;
 /// `None` when it is not (a file, stdin, another command): the command runs as
@@ -79,6 +105,17 @@ pub(crate) async fn run(matches: &ArgMatches, limits: Limits) -> Result<Option<S
         return Ok(None);
     };
     if path.as_os_str() == "-" || !path.is_dir() {
+        if sub
+            .try_get_one::<LogPosition>("from")
+            .ok()
+            .flatten()
+            .is_some()
+        {
+            return Err(Failure::new(format!(
+                "{}: --from takes a log directory; for a file, --start OFFSET",
+                crate::input::input_name(path)
+            )));
+        }
         return Ok(None);
     }
     refuse_options(command, sub, options, path)?;
@@ -320,6 +357,15 @@ fn end_status(path: &Path, end: LogPosition) -> Result<Status, Failure> {
     Ok(Status::Clean)
 }
 
+/// Where `--from` starts the read: the start of the log when not given.
+fn from(sub: &ArgMatches) -> LogPosition {
+    sub.try_get_one::<LogPosition>("from")
+        .ok()
+        .flatten()
+        .copied()
+        .unwrap_or(LogPosition::START)
+}
+
 async fn open_reader(path: &Path, from: LogPosition) -> Result<DirReader, Failure> {
     DirReader::open(path, from)
         .await
@@ -383,7 +429,7 @@ fn format_record(record: &DirRecord, format: Format, max_bytes: Option<usize>, l
 async fn dump(sub: &ArgMatches, path: &Path) -> Result<Status, Failure> {
     let format = record_format(sub, path)?;
     let max_bytes = sub.get_one::<usize>("max_bytes").copied();
-    let mut reader = open_reader(path, LogPosition::START).await?;
+    let mut reader = open_reader(path, from(sub)).await?;
     let mut out = stdout();
     let mut line = Vec::new();
     let mut status = Status::Clean;
@@ -435,7 +481,7 @@ async fn cat(sub: &ArgMatches, path: &Path) -> Result<Status, Failure> {
             )))
         }
     };
-    let mut reader = open_reader(path, LogPosition::START).await?;
+    let mut reader = open_reader(path, from(sub)).await?;
     let mut out = stdout();
     let mut line = Vec::new();
     let mut framed = BytesMut::new();

@@ -105,10 +105,10 @@ async fn run(command: Command, limits: Limits, matches: &ArgMatches) -> Result<S
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits with 2.
     // The matches too, for `dir` to see the options as given.
-    let matches = Cli::command().get_matches();
+    let matches = dir::augment(Cli::command()).get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
-        Err(e) => e.format(&mut Cli::command()).exit(),
+        Err(e) => e.format(&mut dir::augment(Cli::command())).exit(),
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
