@@ -200,10 +200,23 @@ fn judge(command: &str, sub: &ArgMatches, path: &Path, limits: Limits) -> Result
             writeln!(out, "== {}", segment_name(segment.number))?;
             out.flush()?;
         }
-        let status = if command == "verify" {
-            crate::verify::run(segment_args("verify", format, &segment.path)?, limits)?
+        let result = if command == "verify" {
+            crate::verify::run(segment_args("verify", format, &segment.path)?, limits)
         } else {
-            crate::stat::run(segment_args("stat", format, &segment.path)?, limits)?
+            crate::stat::run(segment_args("stat", format, &segment.path)?, limits)
+        };
+        let status = match result {
+            Ok(status) => status,
+            // A live writer's retention may purge a segment after it was listed.
+            Err(_) if purged_since_listed(path, segment.number) => {
+                eprintln!(
+                    "walcodec: {}: {} was purged while the directory was read: skipped",
+                    path.display(),
+                    segment_name(segment.number)
+                );
+                continue;
+            }
+            Err(failure) => return Err(failure),
         };
         let status = if status == Status::TornTail && segment.number != last {
             badly_sealed.push(segment_name(segment.number));
@@ -265,6 +278,15 @@ fn judge(command: &str, sub: &ArgMatches, path: &Path, limits: Limits) -> Result
     }
     finish(out)?;
     Ok(worst)
+}
+
+/// Whether segment `number` of the directory at `path` is gone and a purge covers
+/// it (its `PURGED` file is written before the purge deletes anything).
+fn purged_since_listed(path: &Path, number: u64) -> bool {
+    LogDir::list(path).is_ok_and(|listed| {
+        listed.purged_through.segment >= number
+            && !listed.segments.iter().any(|s| s.number == number)
+    })
 }
 
 fn list_or_none(names: &[String]) -> String {
