@@ -102,8 +102,8 @@ pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 pub use fragment::Dialect;
 pub use framed::{FRAMED_READ_CAPACITY, FRAMED_WRITE_BUFFER};
 pub use logdir::{
-    DirReader, DirRecord, LogDir, LogDirOptions, LogPosition, ParsePositionError,
-    DEFAULT_MAX_SEGMENT_BYTES,
+    DirReader, DirRecord, LogDir, LogDirOptions, LogPosition, ParsePositionError, SegmentInfo,
+    SegmentList, DEFAULT_MAX_SEGMENT_BYTES,
 };
 pub use reader::{
     split_ranges, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,

@@ -783,3 +783,66 @@ async fn a_page_lost_in_the_last_segments_unsynced_end_is_cut_on_open() {
     assert_eq!(records.len(), kept.len());
     log.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn list_gives_segments_in_order_with_lengths_and_holes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogDir::open(dir.path()).await.unwrap();
+    for _ in 0..6 {
+        log.append(b"record").await.unwrap();
+        log.rotate().await.unwrap();
+    }
+    log.close().await.unwrap();
+    std::fs::write(dir.path().join("7.log"), b"not a segment").unwrap();
+    let listed = LogDir::list(dir.path()).unwrap();
+    let numbers: Vec<u64> = listed.segments.iter().map(|s| s.number).collect();
+    assert_eq!(numbers, (1..=7).collect::<Vec<u64>>());
+    for segment in &listed.segments {
+        assert_eq!(segment.path, segment_path(dir.path(), segment.number));
+        assert_eq!(segment.len, std::fs::metadata(&segment.path).unwrap().len());
+    }
+    assert!(listed.holes().is_empty());
+    listed.check().unwrap();
+
+    std::fs::remove_file(segment_path(dir.path(), 3)).unwrap();
+    std::fs::remove_file(segment_path(dir.path(), 5)).unwrap();
+    std::fs::remove_file(segment_path(dir.path(), 6)).unwrap();
+    let listed = LogDir::list(dir.path()).unwrap();
+    assert_eq!(listed.holes(), vec![3..=3, 5..=6]);
+    assert!(matches!(
+        listed.check(),
+        Err(Error::MissingSegment { segment: 3 })
+    ));
+}
+
+#[tokio::test]
+async fn list_leaves_out_segments_a_purge_covers() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogDir::open(dir.path()).await.unwrap();
+    let mut ends = Vec::new();
+    for _ in 0..5 {
+        ends.push(log.append(b"record").await.unwrap());
+        log.rotate().await.unwrap();
+    }
+    log.purge_before(ends[1]).await.unwrap();
+    // A crash that kept a file the purge decided to delete.
+    std::fs::write(segment_path(dir.path(), 1), b"").unwrap();
+    let listed = LogDir::list(dir.path()).unwrap();
+    let numbers: Vec<u64> = listed.segments.iter().map(|s| s.number).collect();
+    assert_eq!(numbers, vec![3, 4, 5, 6]);
+    assert_eq!(listed.purged_through, ends[1]);
+    listed.check().unwrap();
+    log.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn list_of_a_file_or_nothing_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain.log");
+    std::fs::write(&file, b"").unwrap();
+    assert!(matches!(LogDir::list(&file), Err(Error::Io(_))));
+    assert!(matches!(
+        LogDir::list(dir.path().join("absent")),
+        Err(Error::Io(_))
+    ));
+}

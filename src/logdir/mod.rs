@@ -2,6 +2,7 @@
 //! options, positions, recovery, reading and retention.
 
 mod fs;
+mod listing;
 mod lock;
 mod position;
 mod reader;
@@ -18,6 +19,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{watch, RwLock};
 
 pub use fs::{DirStorage, OsDirStorage};
+pub use listing::{SegmentInfo, SegmentList};
 pub use position::{LogPosition, ParsePositionError};
 pub use reader::{DirReader, DirRecord};
 pub(crate) use segment::segment_name;
@@ -435,6 +437,46 @@ impl Active {
 }
 
 impl LogDir {
+    /// Lists the segment files of the log directory at `path` that a reader would
+    /// read, oldest first, with their lengths: the `NNNNNN.log` files after the last
+    /// segment purged (those a crash kept from a purge are left out, as
+    /// [`DirReader::open`] leaves them out). Other files are ignored.
+    ///
+    /// Holes are not an error here, so that a tool can report them all:
+    /// [`SegmentList::holes`] lists them, [`SegmentList::check`] turns the first
+    /// into [`Error::MissingSegment`]. Takes no lock and changes nothing, so it
+    /// works beside a live writer (whose active segment may grow after it is
+    /// listed). Blocking file-system calls: in async code, call it from
+    /// [`tokio::task::spawn_blocking`].
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// use walcodec::LogDir;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = LogDir::builder().max_segment_bytes(1024).open(dir.path()).await?;
+    /// for i in 0..100 {
+    ///     log.append(format!("event {i}")).await?;
+    /// }
+    /// log.close().await?;
+    ///
+    /// let listed = LogDir::list(dir.path())?;
+    /// listed.check()?; // no hole
+    /// assert!(listed.segments.len() > 1);
+    /// assert_eq!(listed.segments[0].number, 1);
+    /// assert!(listed.segments[0].path.ends_with("000001.log"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Io`] when `path` is not a directory or cannot be read, or its
+    /// `PURGED` file is unreadable.
+    pub fn list(path: impl AsRef<Path>) -> Result<SegmentList, Error> {
+        listing::list(path.as_ref())
+    }
+
     /// Configures a log directory: see [`LogDirOptions`].
     pub fn builder() -> LogDirOptions {
         LogDirOptions::new()

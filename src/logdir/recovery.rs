@@ -134,15 +134,20 @@ async fn finish_purge(
 /// The end of the last segment purged from `dir`, from its `PURGED` file.
 pub(crate) async fn read_purged(dir: &Path) -> Result<LogPosition, Error> {
     match tokio::fs::read_to_string(dir.join(PURGED_FILE)).await {
-        Ok(text) => text.trim().parse().map_err(|e| {
-            Error::Io(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("unreadable {PURGED_FILE} file in the log directory: {e}"),
-            ))
-        }),
+        Ok(text) => parse_purged(&text),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(LogPosition::START),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The position a `PURGED` file's `text` holds.
+pub(crate) fn parse_purged(text: &str) -> Result<LogPosition, Error> {
+    text.trim().parse().map_err(|e| {
+        Error::Io(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unreadable {PURGED_FILE} file in the log directory: {e}"),
+        ))
+    })
 }
 
 /// The first number missing between the first and the last of `segments` (sorted).
