@@ -26,6 +26,9 @@ pub(super) struct LogState {
     pub(super) data_seen: bool,
     /// What the type-9 record said (or the builder, for a read from an offset).
     pub(super) compression: Option<WalCompressionType>,
+    /// Whether data records are compressed (any type but `None`): `compression`
+    /// digested for the decoder's hot path.
+    pub(super) compressed: bool,
     /// The timestamp sizes recorded so far, latest per column family.
     pub(super) timestamp_sizes: Vec<TimestampSize>,
     /// The predecessor WAL record, if the log had one.
@@ -39,16 +42,22 @@ pub(super) struct LogState {
 impl LogState {
     /// Whether data records are compressed (with any type but `None`).
     pub(super) fn is_compressed(&self) -> bool {
-        matches!(
-            self.compression,
+        self.compressed
+    }
+
+    /// Sets the compression of the log's data records.
+    pub(super) fn set_compression(&mut self, compression: Option<WalCompressionType>) {
+        self.compression = compression;
+        self.compressed = matches!(
+            compression,
             Some(WalCompressionType::Zstd) | Some(WalCompressionType::Other(_))
-        )
+        );
     }
 
     /// Records a metadata record's contents.
     pub(super) fn apply(&mut self, record: &MetadataRecord) {
         match record {
-            MetadataRecord::Compression(compression) => self.compression = Some(*compression),
+            MetadataRecord::Compression(compression) => self.set_compression(Some(*compression)),
             MetadataRecord::TimestampSizes(sizes) => {
                 for size in sizes {
                     match self

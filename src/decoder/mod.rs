@@ -417,9 +417,10 @@ impl LogDecoderBuilder {
                 .log_number(self.log_number)
                 .verify_checksums(self.checksums),
             log_number_le: (self.log_number as u32).to_le_bytes(),
-            state: LogState {
-                compression: self.compression,
-                ..LogState::default()
+            state: {
+                let mut state = LogState::default();
+                state.set_compression(self.compression);
+                state
             },
             metadata: self.metadata.clone(),
             recovery: self.recovery,
@@ -1117,7 +1118,7 @@ impl LogDecoder {
             || !matches!(self.assembly, Assembly::Idle)
             || self.zero_suspect.is_some()
             || self.resyncing
-            || self.state.is_compressed()
+            || self.state.compressed
         {
             return None;
         }
@@ -1125,19 +1126,54 @@ impl LogDecoder {
         let header = src.get(..HEADER_SIZE)?;
         let stored_checksum = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
         let length = u16::from_le_bytes([header[4], header[5]]) as usize;
-        let header_len = if header[6] == RecordType::Full.as_u8() {
-            HEADER_SIZE
-        } else if header[6] == FragmentType::RecyclableFull.as_u8()
-            && self.state.recycled
-            && src.get(HEADER_SIZE..RECYCLABLE_HEADER_SIZE) == Some(&self.log_number_le[..])
+        let fragment_len = HEADER_SIZE + length;
+        let fragment_offset = self.offset;
+        if header[6] != RecordType::Full.as_u8()
+            || fragment_len > block_left
+            || fragment_len > src.len()
+            || length > self.max_record_bytes
+            || fragment_offset < self.start_offset
+            || fragment_offset >= self.end_offset
         {
-            // A recyclable FULL of this log, in a log known to be recycled (the
-            // general loop decides that, and everything about other log numbers).
-            RECYCLABLE_HEADER_SIZE
-        } else {
             return None;
-        };
-        let fragment_len = header_len + length;
+        }
+        if self.checksums
+            && fragment_crc_in_place(&src[HEADER_SIZE - 1..fragment_len]) != unmask(stored_checksum)
+        {
+            return None;
+        }
+        let mut record = src.split_to(fragment_len).freeze();
+        record.advance(HEADER_SIZE);
+        self.offset += fragment_len as u64;
+        self.stats.fragments += 1;
+        Some(self.finish_record(fragment_offset, record))
+    }
+
+    /// The common case of a recycled RocksDB WAL: an intact recyclable FULL of this
+    /// log, in a log known to be recycled (the general loop decides that, and
+    /// everything about other log numbers), with nothing skipped or open.
+    #[inline(never)]
+    fn decode_plain_recyclable_full(&mut self, src: &mut BytesMut) -> Option<Bytes> {
+        if !self.state.recycled
+            || self.flow != Flow::Reading
+            || self.skip.is_some()
+            || !matches!(self.assembly, Assembly::Idle)
+            || self.zero_suspect.is_some()
+            || self.resyncing
+            || self.state.compressed
+        {
+            return None;
+        }
+        let header = src.get(..RECYCLABLE_HEADER_SIZE)?;
+        if header[6] != FragmentType::RecyclableFull.as_u8()
+            || header[HEADER_SIZE..] != self.log_number_le
+        {
+            return None;
+        }
+        let block_left = BLOCK_SIZE - (self.offset % BLOCK_SIZE as u64) as usize;
+        let stored_checksum = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        let length = u16::from_le_bytes([header[4], header[5]]) as usize;
+        let fragment_len = RECYCLABLE_HEADER_SIZE + length;
         let fragment_offset = self.offset;
         if fragment_len > block_left
             || fragment_len > src.len()
@@ -1153,17 +1189,18 @@ impl LogDecoder {
             return None;
         }
         let mut record = src.split_to(fragment_len).freeze();
-        record.advance(header_len);
+        record.advance(RECYCLABLE_HEADER_SIZE);
         self.offset += fragment_len as u64;
         self.stats.fragments += 1;
-        self.state.data_seen = true;
-        if header_len == HEADER_SIZE {
-            self.state.legacy_data = true;
-        }
         Some(self.finish_record(fragment_offset, record))
     }
 
     fn decode_inner(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
+        // A recycled RocksDB WAL's common case, kept out of `decode_plain_full`: a
+        // call there would cost LevelDB's common case its inlining.
+        if let Some(record) = self.decode_plain_recyclable_full(src) {
+            return Ok(Some(record));
+        }
         loop {
             if self.flow != Flow::Reading {
                 // Nothing more will be returned; let the bytes go so a reader can
@@ -1192,7 +1229,7 @@ impl LogDecoder {
             let fragment_offset = self.offset;
             let parsed = self.rules.parse(src, block_left);
             if let Some(header) = parsed.fragment_header() {
-                if header.log_number.is_some() && !self.state.legacy_data {
+                if header.log_number.is_some() && !self.legacy_data() {
                     self.state.recycled = true;
                 }
             }
@@ -1258,6 +1295,18 @@ impl LogDecoder {
                 }
             }
         }
+    }
+
+    /// RocksDB: whether a legacy data fragment was read. The plain-FULL path does not
+    /// note it (it stays lean for LevelDB): the records it returned in a log not
+    /// recycled were all legacy.
+    fn legacy_data(&self) -> bool {
+        self.state.legacy_data || (!self.state.recycled && self.stats.records > 0)
+    }
+
+    /// RocksDB: whether a data fragment was read (records returned included).
+    fn data_seen(&self) -> bool {
+        self.state.data_seen || self.stats.records > 0
     }
 
     /// A type-0, length-0 header: the rest of the block (`len` bytes) is zero fill.
@@ -1356,7 +1405,7 @@ impl LogDecoder {
     ) -> Result<(), Error> {
         let len = fragment.len();
         self.consume(src, len);
-        if self.state.legacy_data && !self.state.recycled {
+        if self.legacy_data() && !self.state.recycled {
             return self.unexpected_recyclable(at, len);
         }
         self.stats.old_fragment_bytes += len as u64;
@@ -1733,7 +1782,7 @@ impl LogDecoder {
             }
         };
         let late = matches!(record, MetadataRecord::Compression(_))
-            && (self.state.compression.is_some() || self.state.data_seen);
+            && (self.state.compression.is_some() || self.data_seen());
         self.state.apply(&record);
         if let Some(callback) = &self.metadata {
             let mut callback = callback
