@@ -1152,7 +1152,18 @@ impl LogDecoder {
     /// The common case of a recycled RocksDB WAL: an intact recyclable FULL of this
     /// log, in a log known to be recycled (the general loop decides that, and
     /// everything about other log numbers), with nothing skipped or open.
+    /// Everything but LevelDB's common case: a recycled RocksDB WAL's common case
+    /// first, then the general loop. Out of line: a call in `decode_plain_full`
+    /// would cost LevelDB's common case its inlining.
     #[inline(never)]
+    fn decode_slow(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
+        if let Some(record) = self.decode_plain_recyclable_full(src) {
+            return Ok(Some(record));
+        }
+        self.decode_inner(src, eof)
+    }
+
+    #[inline(always)]
     fn decode_plain_recyclable_full(&mut self, src: &mut BytesMut) -> Option<Bytes> {
         if !self.state.recycled
             || self.flow != Flow::Reading
@@ -1196,11 +1207,6 @@ impl LogDecoder {
     }
 
     fn decode_inner(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
-        // A recycled RocksDB WAL's common case, kept out of `decode_plain_full`: a
-        // call there would cost LevelDB's common case its inlining.
-        if let Some(record) = self.decode_plain_recyclable_full(src) {
-            return Ok(Some(record));
-        }
         loop {
             if self.flow != Flow::Reading {
                 // Nothing more will be returned; let the bytes go so a reader can
@@ -1846,14 +1852,14 @@ impl Decoder for LogDecoder {
         if let Some(record) = self.decode_plain_full(src) {
             return Ok(Some(record));
         }
-        self.decode_inner(src, false)
+        self.decode_slow(src, false)
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, Error> {
         if let Some(record) = self.decode_plain_full(src) {
             return Ok(Some(record));
         }
-        self.decode_inner(src, true)
+        self.decode_slow(src, true)
     }
 }
 
