@@ -4,13 +4,14 @@
 //! built for it.
 
 mod common;
+mod rocksdb_support;
 
 use std::fs;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
 use common::{read_every_way, Config, Outcome};
+use rocksdb_support::{data_path, expected_records, log_number};
 use tokio_util::codec::Decoder;
 use walcodec::fragment::{legacy_header, recyclable_header};
 use walcodec::metadata::{MetadataRecord, PredecessorWalInfo, TimestampSize, WalCompressionType};
@@ -91,29 +92,6 @@ const VECTORS: [Vector; 10] = [
         stale_header: false,
     },
 ];
-
-fn data_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/rocksdb-wal")
-        .join(name)
-}
-
-fn log_number(name: &str) -> u64 {
-    let file = name.rsplit('/').next().unwrap();
-    file.trim_end_matches(".log").parse().unwrap()
-}
-
-fn expected_records(name: &str) -> Vec<Vec<u8>> {
-    let text = fs::read_to_string(data_path(&format!("{name}.expected.hex"))).unwrap();
-    text.lines()
-        .map(|line| {
-            (0..line.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&line[i..i + 2], 16).unwrap())
-                .collect()
-        })
-        .collect()
-}
 
 fn read_vector(vector: &Vector, recovery: Recovery) -> (Vec<u8>, Outcome) {
     let log = fs::read(data_path(vector.name)).unwrap();
