@@ -1113,22 +1113,62 @@ impl LogDecoder {
     /// else (or a damaged fragment) is left to the general loop.
     #[inline(always)]
     fn decode_plain_full(&mut self, src: &mut BytesMut) -> Option<Bytes> {
+        self.plain_full::<false>(src)
+    }
+
+    /// Everything but LevelDB's common case: a recycled RocksDB WAL's common case (an
+    /// intact recyclable FULL of this log, in a log the general loop found
+    /// recycled), then the general loop. Out of line: a call in `decode_plain_full`
+    /// would cost LevelDB's common case its inlining.
+    #[inline(never)]
+    fn decode_slow(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
+        match self.plain_full::<true>(src) {
+            Some(record) => Ok(Some(record)),
+            None => self.decode_general(src, eof),
+        }
+    }
+
+    /// The general loop, marked cold so that the plain path of a recycled log in
+    /// `decode_slow` is what the compiler optimizes for.
+    #[cold]
+    #[inline(never)]
+    fn decode_general(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
+        self.decode_inner(src, eof)
+    }
+
+    /// An intact FULL fragment with nothing skipped or open: a legacy one, or a
+    /// recyclable one of this log in a recycled log (`RECYCLABLE`). One body for
+    /// both, so both keep the same inlining.
+    #[inline(always)]
+    fn plain_full<const RECYCLABLE: bool>(&mut self, src: &mut BytesMut) -> Option<Bytes> {
         if self.flow != Flow::Reading
             || self.skip.is_some()
             || !matches!(self.assembly, Assembly::Idle)
             || self.zero_suspect.is_some()
             || self.resyncing
             || self.state.compressed
+            || (RECYCLABLE && !self.state.recycled)
         {
             return None;
         }
+        let header_len = if RECYCLABLE {
+            RECYCLABLE_HEADER_SIZE
+        } else {
+            HEADER_SIZE
+        };
         let block_left = BLOCK_SIZE - (self.offset % BLOCK_SIZE as u64) as usize;
-        let header = src.get(..HEADER_SIZE)?;
+        let header = src.get(..header_len)?;
         let stored_checksum = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
         let length = u16::from_le_bytes([header[4], header[5]]) as usize;
-        let fragment_len = HEADER_SIZE + length;
+        let fragment_len = header_len + length;
         let fragment_offset = self.offset;
-        if header[6] != RecordType::Full.as_u8()
+        let full = if RECYCLABLE {
+            header[6] == FragmentType::RecyclableFull.as_u8()
+                && header[HEADER_SIZE..] == self.log_number_le
+        } else {
+            header[6] == RecordType::Full.as_u8()
+        };
+        if !full
             || fragment_len > block_left
             || fragment_len > src.len()
             || length > self.max_record_bytes
@@ -1143,69 +1183,13 @@ impl LogDecoder {
             return None;
         }
         let mut record = src.split_to(fragment_len).freeze();
-        record.advance(HEADER_SIZE);
+        record.advance(header_len);
         self.offset += fragment_len as u64;
         self.stats.fragments += 1;
         Some(self.finish_record(fragment_offset, record))
     }
 
-    /// The common case of a recycled RocksDB WAL: an intact recyclable FULL of this
-    /// log, in a log known to be recycled (the general loop decides that, and
-    /// everything about other log numbers), with nothing skipped or open.
-    /// Everything but LevelDB's common case: a recycled RocksDB WAL's common case
-    /// first, then the general loop. Out of line: a call in `decode_plain_full`
-    /// would cost LevelDB's common case its inlining.
     #[inline(never)]
-    fn decode_slow(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
-        if let Some(record) = self.decode_plain_recyclable_full(src) {
-            return Ok(Some(record));
-        }
-        self.decode_inner(src, eof)
-    }
-
-    #[inline(always)]
-    fn decode_plain_recyclable_full(&mut self, src: &mut BytesMut) -> Option<Bytes> {
-        if !self.state.recycled
-            || self.flow != Flow::Reading
-            || self.skip.is_some()
-            || !matches!(self.assembly, Assembly::Idle)
-            || self.zero_suspect.is_some()
-            || self.resyncing
-            || self.state.compressed
-        {
-            return None;
-        }
-        let header = src.get(..RECYCLABLE_HEADER_SIZE)?;
-        if header[6] != FragmentType::RecyclableFull.as_u8()
-            || header[HEADER_SIZE..] != self.log_number_le
-        {
-            return None;
-        }
-        let block_left = BLOCK_SIZE - (self.offset % BLOCK_SIZE as u64) as usize;
-        let stored_checksum = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-        let length = u16::from_le_bytes([header[4], header[5]]) as usize;
-        let fragment_len = RECYCLABLE_HEADER_SIZE + length;
-        let fragment_offset = self.offset;
-        if fragment_len > block_left
-            || fragment_len > src.len()
-            || length > self.max_record_bytes
-            || fragment_offset < self.start_offset
-            || fragment_offset >= self.end_offset
-        {
-            return None;
-        }
-        if self.checksums
-            && fragment_crc_in_place(&src[HEADER_SIZE - 1..fragment_len]) != unmask(stored_checksum)
-        {
-            return None;
-        }
-        let mut record = src.split_to(fragment_len).freeze();
-        record.advance(RECYCLABLE_HEADER_SIZE);
-        self.offset += fragment_len as u64;
-        self.stats.fragments += 1;
-        Some(self.finish_record(fragment_offset, record))
-    }
-
     fn decode_inner(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
         loop {
             if self.flow != Flow::Reading {
