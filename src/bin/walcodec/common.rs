@@ -7,7 +7,7 @@ use std::path::Path;
 
 use clap::ValueEnum;
 use walcodec::{
-    block_start, Corruption, CorruptionKind, LogDecoder, LogReader, Recovery,
+    block_start, Corruption, CorruptionKind, LogDecoder, LogDecoderBuilder, LogReader, Recovery,
     DEFAULT_MAX_RECORD_BYTES,
 };
 
@@ -195,6 +195,17 @@ pub(crate) fn parse_hex(line: &[u8]) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The settings of every decoder the reading commands build: `recovery` mode, the
+/// records at or after `start`, the limits. Callers add a reporter.
+pub(crate) fn decoder_builder(recovery: Recovery, start: u64, limits: Limits) -> LogDecoderBuilder {
+    let mut builder = LogDecoder::builder();
+    builder
+        .recovery(recovery)
+        .start_offset(start)
+        .max_record_bytes(limits.max_record_bytes);
+    builder
+}
+
 /// A decoder in `recovery` mode for the records at or after `start`, that prints
 /// each piece of damage on stderr as it is found, prefixed with the file name.
 pub(crate) fn stderr_decoder(
@@ -204,10 +215,7 @@ pub(crate) fn stderr_decoder(
     limits: Limits,
 ) -> LogDecoder {
     let name = name.to_string();
-    LogDecoder::builder()
-        .recovery(recovery.into())
-        .start_offset(start)
-        .max_record_bytes(limits.max_record_bytes)
+    decoder_builder(recovery.into(), start, limits)
         .on_corruption(move |c: &Corruption| eprintln!("walcodec: {name}: {c}"))
         .build()
 }
@@ -220,11 +228,23 @@ pub(crate) fn read_status(
     decoder: &LogDecoder,
     error: Option<walcodec::Error>,
 ) -> Result<Status, Failure> {
+    read_end_status(
+        name,
+        decoder.stats().corruptions,
+        decoder.has_incomplete_tail(),
+        error,
+    )
+}
+
+/// `read_status` from what a decoder (or the decoders of a split read) counted.
+pub(crate) fn read_end_status(
+    name: &str,
+    corruptions: u64,
+    incomplete_tail: bool,
+    error: Option<walcodec::Error>,
+) -> Result<Status, Failure> {
     match error {
-        None => Ok(Status::judge(
-            decoder.stats().corruptions,
-            decoder.has_incomplete_tail(),
-        )),
+        None => Ok(Status::judge(corruptions, incomplete_tail)),
         Some(walcodec::Error::Io(e)) => Err(Failure::named(name, e)),
         Some(error) => {
             eprintln!("walcodec: {name}: {error}");

@@ -22,9 +22,12 @@ use clap::ValueEnum;
 use walcodec::LogRecord;
 
 use crate::common::{
-    escape_into, finish, finish_reader, hex_into, open_reader, read_status, stdout, Failure,
+    decoder_builder, escape_into, finish, hex_into, input_notes, read_end_status, stdout, Failure,
     Limits, RecoveryArg, Status,
 };
+use crate::input::Input;
+use crate::parallel::{read, JobsArgs, StrictMode};
+use crate::scan::{Settings, What};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -46,6 +49,8 @@ pub(crate) struct Args {
     /// Print at most N bytes of each payload, then `…(+K bytes)` (JSON: "omitted":K).
     #[arg(long, value_name = "N", conflicts_with = "physical")]
     max_bytes: Option<usize>,
+    #[command(flatten)]
+    jobs: JobsArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -102,23 +107,44 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     if args.physical {
         return crate::physical::dump(&args.file, args.start, limits);
     }
-    let mut reader = open_reader(&args.file, args.recovery, args.start, limits)?;
+    let mut input = Input::open(&args.file, limits)?;
+    let name = input.name().to_string();
+    let (format, max_bytes) = (args.format, args.max_bytes);
+    let line = move |record: &LogRecord, line: &mut Vec<u8>| {
+        format_record(record, format, max_bytes, line)
+    };
+    let settings = Settings {
+        builder: decoder_builder(args.recovery.into(), args.start, limits),
+        start: args.start,
+        walk: false,
+        eager_strict: None,
+        line: Some(&line),
+    };
     let mut out = stdout();
-    let mut line = Vec::new();
-    let mut error = None;
-    while let Some(record) = reader.next_record().await {
-        match record {
-            Ok(record) => {
-                line.clear();
-                format_record(&record, args.format, args.max_bytes, &mut line);
-                out.write_all(&line)?;
+    let (merged, end) = read(
+        &mut input,
+        &settings,
+        &args.jobs,
+        &StrictMode::None,
+        &mut |item, text| {
+            match &item.what {
+                What::Record { line, .. } => out.write_all(&text[line.clone()])?,
+                What::Report(report) => eprintln!("walcodec: {name}: {report}"),
+                _ => {}
             }
-            Err(e) => error = Some(e),
-        }
-    }
+            Ok(())
+        },
+    )?;
     finish(out)?;
-    let (name, decoder) = finish_reader(reader);
-    read_status(&name, &decoder, error)
+    for note in input_notes(&end) {
+        eprintln!("walcodec: {name}: {note}");
+    }
+    read_end_status(
+        &name,
+        merged.stats.corruptions,
+        merged.incomplete_tail,
+        merged.error,
+    )
 }
 
 #[cfg(test)]

@@ -175,6 +175,26 @@ impl Input {
         Ok(())
     }
 
+    /// A file or a device whose read ends at a known offset: a copy of its handle,
+    /// for reads at offsets of their own, and that end. `None` for a stream.
+    pub(crate) fn split_source(&self) -> Option<(File, u64)> {
+        if !self.seekable {
+            return None;
+        }
+        let end = self.end?;
+        Some((self.file.try_clone().ok()?, end))
+    }
+
+    /// The progress bar, for reads made beside this input (`split_source`).
+    pub(crate) fn progress_bar(&self) -> Option<ProgressBar> {
+        self.progress.clone()
+    }
+
+    /// Notes that reads beside this input (`split_source`) went up to `offset`.
+    pub(crate) fn set_read_to(&mut self, offset: u64) {
+        self.position = offset;
+    }
+
     /// An I/O error reading this input, as a failure.
     pub(crate) fn failure(&self, error: io::Error) -> Failure {
         Failure::named(&self.name, error)

@@ -4,8 +4,9 @@
 //! One module per subcommand; `common` holds the exit status, errors and output
 //! formatting, `input` where a command's bytes come from (a file up to its length at
 //! open, stdin, a pipe, a device) and the progress bar, `scan` the single pass that
-//! `verify`, `stat` and `dump --physical` make over it, `verdict` the words `verify`
-//! and `stat` share about a log's tail and result, `json` their JSON output.
+//! `verify`, `stat` and `dump` make over it (or over one range of it), `parallel`
+//! their `--jobs`: ranges read at once and merged, `verdict` the words `verify` and
+//! `stat` share about a log's tail and result, `json` their JSON output.
 
 use std::process::ExitCode;
 
@@ -30,6 +31,7 @@ mod common;
 mod dump;
 mod input;
 mod json;
+mod parallel;
 mod physical;
 mod repair;
 mod scan;

@@ -19,7 +19,7 @@ use walcodec::{RecordType, BLOCK_SIZE, HEADER_SIZE};
 
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
 use crate::input::Input;
-use crate::scan::{scan, Visitor};
+use crate::scan::{walk, Visitor};
 
 /// The name of a fragment type, as in `chunks.txt`.
 pub(crate) fn type_name(type_byte: u8) -> &'static str {
@@ -164,10 +164,10 @@ pub(crate) fn dump(path: &Path, start: u64, limits: Limits) -> Result<Status, Fa
         out: stdout(),
         status: Status::Clean,
     };
-    let end = scan(&mut input, start, false, limits, &mut printer)?;
-    writeln!(printer.out, "size {}", end.file_len)?;
+    let (file_len, input_end) = walk(&mut input, start, limits, &mut printer)?;
+    writeln!(printer.out, "size {file_len}")?;
     finish(printer.out)?;
-    for note in input_notes(&end.input) {
+    for note in input_notes(&input_end) {
         eprintln!("walcodec: {}: {note}", input.name());
     }
     Ok(printer.status)
