@@ -121,9 +121,13 @@ pub(crate) struct Merged {
     pub(crate) strict: StrictEnd,
 }
 
+/// What a command does with each item in log order, and the batch's text (record
+/// lines).
+pub(crate) type Consume<'a> = dyn FnMut(&Item, &[u8]) -> Result<(), Failure> + 'a;
+
 enum Message {
     Batch(Batch),
-    End(RangeEnd),
+    End(Box<RangeEnd>),
     Failed(io::Error),
 }
 
@@ -206,7 +210,7 @@ pub(crate) fn read(
     settings: &Settings<'_>,
     jobs: &JobsArgs,
     strict_mode: &StrictMode,
-    consume: &mut dyn FnMut(&Item, &[u8]) -> Result<(), Failure>,
+    consume: &mut Consume<'_>,
 ) -> Result<(Merged, crate::input::InputEnd), Failure> {
     let from = block_start(settings.start);
     let name = input.name().to_string();
@@ -256,7 +260,7 @@ pub(crate) fn read(
 fn read_stream(
     input: &mut Input,
     settings: &Settings<'_>,
-    consume: &mut dyn FnMut(&Item, &[u8]) -> Result<(), Failure>,
+    consume: &mut Consume<'_>,
 ) -> Result<io::Result<Merged>, Failure> {
     let task = Task {
         index: 0,
@@ -281,7 +285,7 @@ fn read_stream(
                 &mut send,
             );
             let _ = sender.send(match end {
-                Ok(end) => Message::End(end),
+                Ok(end) => Message::End(Box::new(end)),
                 Err(e) => Message::Failed(e),
             });
         });
@@ -308,7 +312,7 @@ fn read_split(
     settings: &Settings<'_>,
     strict_mode: &StrictMode,
     progress: Option<ProgressBar>,
-    consume: &mut dyn FnMut(&Item, &[u8]) -> Result<(), Failure>,
+    consume: &mut Consume<'_>,
 ) -> Result<io::Result<Merged>, Failure> {
     let window = Mutex::new(Window { next: 0, done: 0 });
     let moved = Condvar::new();
@@ -371,7 +375,7 @@ fn read_split(
                         run_range(settings, &task, &mut own, &mut rest, &mut send)
                     })();
                     let _ = sender.send(match message {
-                        Ok(end) => Message::End(end),
+                        Ok(end) => Message::End(Box::new(end)),
                         Err(e) => Message::Failed(e),
                     });
                 }
@@ -453,7 +457,7 @@ impl<'a> Merger<'a> {
         &mut self,
         receiver: &mpsc::Receiver<Message>,
         index: usize,
-        consume: &mut dyn FnMut(&Item, &[u8]) -> Result<(), Failure>,
+        consume: &mut Consume<'_>,
     ) -> Result<io::Result<()>, Failure> {
         // A range counts when the one before handed over to it; else the one before
         // read to the end, and this one has no record (its items are none).
@@ -487,7 +491,7 @@ impl<'a> Merger<'a> {
                     self.merged.stats = stats_sum(self.merged.stats, end.stats);
                     self.handoff = end.handoff;
                     self.chained = end.handoff.is_some();
-                    self.authority = Some(end);
+                    self.authority = Some(*end);
                     return Ok(Ok(()));
                 }
             }
@@ -498,7 +502,7 @@ impl<'a> Merger<'a> {
         &mut self,
         item: &Item,
         text: &[u8],
-        consume: &mut dyn FnMut(&Item, &[u8]) -> Result<(), Failure>,
+        consume: &mut Consume<'_>,
     ) -> Result<(), Failure> {
         match item.what {
             What::Record { position, .. } if !self.diverged => {
@@ -538,7 +542,7 @@ impl<'a> Merger<'a> {
 
     fn say_strict(
         &mut self,
-        consume: &mut dyn FnMut(&Item, &[u8]) -> Result<(), Failure>,
+        consume: &mut Consume<'_>,
     ) -> Result<(), Failure> {
         if let Some(block) = self.strict_block.take() {
             consume(
@@ -554,7 +558,7 @@ impl<'a> Merger<'a> {
 
     fn finish(
         mut self,
-        consume: &mut dyn FnMut(&Item, &[u8]) -> Result<(), Failure>,
+        consume: &mut Consume<'_>,
     ) -> Result<Merged, Failure> {
         self.say_strict(consume)?;
         let mut merged = self.merged;
