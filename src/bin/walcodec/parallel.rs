@@ -26,8 +26,7 @@
 //! Ranges are read a few at a time ahead of the one being printed (`WINDOW_PER_JOB`),
 //! so memory stays bounded whatever the log's length.
 
-use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -38,10 +37,11 @@ use futures::StreamExt;
 use indicatif::ProgressBar;
 use walcodec::{
     block_start, DecodeStats, LogDecoderBuilder, Position, ReadAhead, Recovery, BLOCK_SIZE,
+    DEFAULT_CHUNK_BYTES,
 };
 
 use crate::common::{decoder_builder, io_message, Failure, Limits, READ_SIZE};
-use crate::input::Input;
+use crate::input::{Input, SplitSource};
 use crate::scan::{
     run_range, stats_sum, strict_from, Batch, BlockingChunks, ChunkSource, Item, Layout, RangeEnd,
     ScanEnd, Settings, StrictEnd, Task, What,
@@ -137,69 +137,40 @@ struct Window {
     done: usize,
 }
 
-/// A range of a file read with reads at offsets of its own.
-struct RangeReader {
-    file: File,
-    at: u64,
-    end: u64,
-    progress: Option<ProgressBar>,
-}
-
-impl Read for RangeReader {
-    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
-        let wanted = (self.end.saturating_sub(self.at)).min(buffer.len() as u64) as usize;
-        if wanted == 0 {
-            return Ok(0);
-        }
-        let n = read_at(&self.file, &mut buffer[..wanted], self.at)?;
-        self.at += n as u64;
-        if let Some(bar) = &self.progress {
-            bar.inc(n as u64);
-        }
-        Ok(n)
-    }
-}
-
-#[cfg(unix)]
-fn read_at(file: &File, buffer: &mut [u8], offset: u64) -> io::Result<usize> {
-    std::os::unix::fs::FileExt::read_at(file, buffer, offset)
-}
-
-#[cfg(windows)]
-fn read_at(file: &File, buffer: &mut [u8], offset: u64) -> io::Result<usize> {
-    std::os::windows::fs::FileExt::seek_read(file, buffer, offset)
-}
-
 /// A read-ahead pipeline's chunks, taken on the thread's own runtime.
 struct AheadChunks<'a> {
     runtime: &'a tokio::runtime::Runtime,
     source: ReadAhead,
+    progress: Option<ProgressBar>,
 }
 
 impl ChunkSource for AheadChunks<'_> {
     fn next_chunk(&mut self) -> Option<io::Result<BytesMut>> {
-        self.runtime.block_on(self.source.next())
+        let chunk = self.runtime.block_on(self.source.next());
+        if let (Some(bar), Some(Ok(chunk))) = (&self.progress, &chunk) {
+            bar.inc(chunk.len() as u64);
+        }
+        chunk
     }
 }
 
 /// A range of `file` through the read-ahead pipeline: chunks of `chunk_bytes`.
 fn ahead<'a>(
     runtime: &'a tokio::runtime::Runtime,
-    file: &File,
+    file: &SplitSource,
     from: u64,
     to: u64,
     chunk_bytes: usize,
     progress: Option<ProgressBar>,
 ) -> io::Result<AheadChunks<'a>> {
-    let reader = RangeReader {
-        file: file.try_clone()?,
-        at: from,
-        end: to,
-        progress,
-    };
+    let reader = file.open(from, to)?;
     let _guard = runtime.enter();
     let source = ReadAhead::builder().chunk_bytes(chunk_bytes).spawn(reader);
-    Ok(AheadChunks { runtime, source })
+    Ok(AheadChunks {
+        runtime,
+        source,
+        progress,
+    })
 }
 
 /// Reads `input` from the block holding `start` with `settings`, in ranges on
@@ -305,7 +276,7 @@ fn read_stream(
 
 #[allow(clippy::too_many_arguments)]
 fn read_split(
-    file: &File,
+    file: &SplitSource,
     end: u64,
     ranges: &[(u64, u64)],
     threads: usize,
@@ -355,7 +326,14 @@ fn read_split(
                     };
                     let sender = &senders[index];
                     let message = (|| {
-                        let mut own = ahead(&runtime, file, from, to, READ_SIZE, progress.clone())?;
+                        let mut own = ahead(
+                            &runtime,
+                            file,
+                            from,
+                            to,
+                            DEFAULT_CHUNK_BYTES,
+                            progress.clone(),
+                        )?;
                         // Past its end a range reads only to its first record
                         // there, usually a few blocks: small chunks, few ahead.
                         let mut rest = || -> io::Result<Box<dyn ChunkSource>> {
@@ -412,7 +390,7 @@ fn read_split(
 /// Puts the ranges' items in log order and adds up their ends.
 struct Merger<'a> {
     /// For the strict verdict: its settings and the file to read again.
-    strict: Option<(&'a LogDecoderBuilder, &'a File)>,
+    strict: Option<(&'a LogDecoderBuilder, &'a SplitSource)>,
     end: Option<u64>,
     /// The record the last range kept stopped at, which the next one starts after.
     handoff: Option<Position>,
@@ -429,7 +407,10 @@ struct Merger<'a> {
 }
 
 impl<'a> Merger<'a> {
-    fn new(strict: Option<(&'a LogDecoderBuilder, &'a File)>, end: Option<u64>) -> Merger<'a> {
+    fn new(
+        strict: Option<(&'a LogDecoderBuilder, &'a SplitSource)>,
+        end: Option<u64>,
+    ) -> Merger<'a> {
         Merger {
             strict,
             end,
@@ -498,12 +479,7 @@ impl<'a> Merger<'a> {
         }
     }
 
-    fn item(
-        &mut self,
-        item: &Item,
-        text: &[u8],
-        consume: &mut Consume<'_>,
-    ) -> Result<(), Failure> {
+    fn item(&mut self, item: &Item, text: &[u8], consume: &mut Consume<'_>) -> Result<(), Failure> {
         match item.what {
             What::Record { position, .. } if !self.diverged => {
                 self.quiet_record = position.start;
@@ -526,24 +502,23 @@ impl<'a> Merger<'a> {
 
     /// The strict reader's verdict, read again from the last record before the
     /// first divergence: before it, the strict reader decides as the decoder did.
-    fn strict_read(&mut self, builder: &LogDecoderBuilder, file: &File) -> Result<(), Failure> {
+    fn strict_read(
+        &mut self,
+        builder: &LogDecoderBuilder,
+        file: &SplitSource,
+    ) -> Result<(), Failure> {
         let failure = |e: io::Error| Failure::new(format!("strict read: {}", io_message(&e)));
-        let reader = RangeReader {
-            file: file.try_clone().map_err(failure)?,
-            at: block_start(self.quiet_record),
-            end: self.end.unwrap_or(u64::MAX),
-            progress: None,
-        };
+        let from = block_start(self.quiet_record);
+        let reader = file
+            .open(from, self.end.unwrap_or(u64::MAX))
+            .map_err(failure)?;
         let (end, block) = strict_from(reader, self.quiet_record, builder).map_err(failure)?;
         self.strict_end = Some(end);
         self.strict_block = block;
         Ok(())
     }
 
-    fn say_strict(
-        &mut self,
-        consume: &mut Consume<'_>,
-    ) -> Result<(), Failure> {
+    fn say_strict(&mut self, consume: &mut Consume<'_>) -> Result<(), Failure> {
         if let Some(block) = self.strict_block.take() {
             consume(
                 &Item {
@@ -556,10 +531,7 @@ impl<'a> Merger<'a> {
         Ok(())
     }
 
-    fn finish(
-        mut self,
-        consume: &mut Consume<'_>,
-    ) -> Result<Merged, Failure> {
+    fn finish(mut self, consume: &mut Consume<'_>) -> Result<Merged, Failure> {
         self.say_strict(consume)?;
         let mut merged = self.merged;
         if let Some(end) = self.authority {
