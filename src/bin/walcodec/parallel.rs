@@ -72,9 +72,11 @@ impl JobsArgs {
 /// Ranges read ahead of the one being printed, per thread.
 const WINDOW_PER_JOB: usize = 2;
 
-/// The largest range: small enough that a few per thread spread the work evenly,
-/// large enough that the reading on past a range's end is a small part of it.
-const MAX_RANGE_BYTES: u64 = 64 << 20;
+/// The largest range: small enough that a few per thread spread the work evenly and
+/// that the ranges read ahead hold little (`dump`'s lines of a range wait for the
+/// ranges before it), large enough that the reading on past a range's end is a small
+/// part of it.
+const MAX_RANGE_BYTES: u64 = 16 << 20;
 
 /// Cuts `[from, end)` into ranges for `jobs` threads: whole numbers of `READ_SIZE`
 /// (of blocks, with `split_bytes`), about four per thread.
@@ -583,4 +585,38 @@ pub(crate) fn scan(
         strict: merged.strict,
         layout: merged.layout,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_tile_the_read_and_start_on_blocks() {
+        let block = BLOCK_SIZE as u64;
+        for (from, end, jobs, split) in [
+            (0, 0, 4, None),
+            (0, 100, 1, None),
+            (0, 5 << 30, 1, None),
+            (0, 5 << 30, 3, None),
+            (block, 10 * block + 5, 2, Some(1)),
+            (3 * block, 10 * block, 2, Some(2 * block)),
+            (0, 200 << 20, 2, None),
+        ] {
+            let ranges = plan(from, end, jobs, split);
+            assert_eq!(ranges[0].0, from);
+            assert_eq!(ranges.last().unwrap().1, end.max(from));
+            for pair in ranges.windows(2) {
+                assert_eq!(pair[0].1, pair[1].0);
+                assert!(pair[0].0 < pair[0].1);
+                assert_eq!(pair[1].0 % block, 0);
+            }
+            if jobs == 1 && split.is_none() {
+                assert_eq!(ranges.len(), 1);
+            }
+        }
+        // About four ranges a thread, up to the largest range size.
+        assert_eq!(plan(0, 200 << 20, 2, None).len(), 13);
+        assert_eq!(plan(0, 64 << 20, 2, None).len(), 8);
+    }
 }
