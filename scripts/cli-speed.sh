@@ -38,7 +38,7 @@ if [ "$have_leveldb" = 1 ]; then
   commands+=("$peer leveldb-read $log")
 fi
 
-declare -A times
+times=()
 for ((round = 1; round <= reps; round++)); do
   for i in "${!commands[@]}"; do
     start=$(date +%s.%N)
