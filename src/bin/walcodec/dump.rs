@@ -118,7 +118,7 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         start: args.start,
         walk: false,
         eager_strict: None,
-        line: Some(&line),
+        line: Some(std::sync::Arc::new(line)),
     };
     let mut out = stdout();
     let (merged, end) = read(

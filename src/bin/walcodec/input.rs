@@ -228,6 +228,22 @@ impl Input {
         self.progress.clone()
     }
 
+    /// A reader of the rest of this input, for a thread of its own: the same file
+    /// handle, position, end and progress bar. `set_read_to` says how far it read.
+    pub(crate) fn reader(&self) -> io::Result<Input> {
+        Ok(Input {
+            name: self.name.clone(),
+            path: self.path.clone(),
+            file: self.file.try_clone()?,
+            position: self.position,
+            end: self.end,
+            capped: self.capped,
+            seekable: self.seekable,
+            at_open: None,
+            progress: self.progress.clone(),
+        })
+    }
+
     /// Notes that reads beside this input (`split_source`) went up to `offset`.
     pub(crate) fn set_read_to(&mut self, offset: u64) {
         self.position = offset;

@@ -30,7 +30,7 @@ use std::io;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use bytes::BytesMut;
 use futures::StreamExt;
@@ -180,7 +180,7 @@ fn ahead<'a>(
 /// (see the module docs): the layout's findings of each group, then the decoder's.
 pub(crate) fn read(
     input: &mut Input,
-    settings: &Settings<'_>,
+    settings: &Settings,
     jobs: &JobsArgs,
     strict_mode: &StrictMode,
     consume: &mut Consume<'_>,
@@ -215,11 +215,8 @@ pub(crate) fn read(
                 StrictMode::None => None,
             };
             let settings = Settings {
-                builder: settings.builder.clone(),
-                start: settings.start,
-                walk: settings.walk,
                 eager_strict: eager,
-                line: settings.line,
+                ..settings.clone()
             };
             read_stream(input, &settings, consume)?
         }
@@ -228,11 +225,13 @@ pub(crate) fn read(
     Ok((merged, input.finish()))
 }
 
-/// One range, the whole input, read on one thread with blocking reads while the
-/// calling thread consumes its batches as they come.
+/// One range, the whole input, read on a thread of its own with blocking reads
+/// while the calling thread consumes its batches as they come. The thread is not
+/// waited for when the consumer fails (`dump - | head`): it may be waiting on a pipe
+/// whose writer has nothing more to say for now.
 fn read_stream(
     input: &mut Input,
-    settings: &Settings<'_>,
+    settings: &Settings,
     consume: &mut Consume<'_>,
 ) -> Result<io::Result<Merged>, Failure> {
     let task = Task {
@@ -241,39 +240,41 @@ fn read_stream(
         to: u64::MAX,
         last: true,
     };
-    let abort = AtomicBool::new(false);
+    let reader = input.reader().map_err(|e| input.failure(e))?;
+    let abort = Arc::new(AtomicBool::new(false));
     let (sender, receiver) = mpsc::sync_channel(4);
-    std::thread::scope(|scope| {
-        let abort = &abort;
-        scope.spawn(move || {
-            let mut own = BlockingChunks(input);
-            let mut send = |batch: Batch| {
-                !abort.load(Ordering::Relaxed) && sender.send(Message::Batch(batch)).is_ok()
-            };
-            let end = run_range(
-                settings,
-                &task,
-                &mut own,
-                &mut || Err(io::Error::other("a stream has no rest")),
-                &mut send,
-            );
-            let _ = sender.send(match end {
-                Ok(end) => Message::End(Box::new(end)),
-                Err(e) => Message::Failed(e),
-            });
+    let settings = settings.clone();
+    let stop = abort.clone();
+    std::thread::spawn(move || {
+        let mut own = BlockingChunks(reader);
+        let mut send = |batch: Batch| {
+            !stop.load(Ordering::Relaxed) && sender.send(Message::Batch(batch)).is_ok()
+        };
+        let end = run_range(
+            &settings,
+            &task,
+            &mut own,
+            &mut || Err(io::Error::other("a stream has no rest")),
+            &mut send,
+        );
+        let _ = sender.send(match end {
+            Ok(end) => Message::End(Box::new(end)),
+            Err(e) => Message::Failed(e),
         });
-        let mut merger = Merger::new(None, None);
-        let result = merger.take(&receiver, 0, consume);
-        if result.is_err() {
-            abort.store(true, Ordering::Relaxed);
-            // Let the reader finish its send and see the abort.
-            while receiver.recv().is_ok() {}
+    });
+    let mut merger = Merger::new(None, None);
+    let result = merger.take(&receiver, 0, consume);
+    if result.is_err() {
+        abort.store(true, Ordering::Relaxed);
+    }
+    match result? {
+        Err(e) => Ok(Err(e)),
+        Ok(()) => {
+            let merged = merger.finish(consume)?;
+            input.set_read_to(merged.read_to);
+            Ok(Ok(merged))
         }
-        match result? {
-            Err(e) => Ok(Err(e)),
-            Ok(()) => merger.finish(consume).map(Ok),
-        }
-    })
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -282,7 +283,7 @@ fn read_split(
     end: u64,
     ranges: &[(u64, u64)],
     threads: usize,
-    settings: &Settings<'_>,
+    settings: &Settings,
     strict_mode: &StrictMode,
     progress: Option<ProgressBar>,
     consume: &mut Consume<'_>,

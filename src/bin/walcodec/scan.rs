@@ -273,10 +273,11 @@ pub(crate) fn strict_from(
 }
 
 /// Formats a record's line for the commands that print records.
-pub(crate) type LineFormat = dyn Fn(&LogRecord, &mut Vec<u8>) + Sync;
+pub(crate) type LineFormat = dyn Fn(&LogRecord, &mut Vec<u8>) + Send + Sync;
 
 /// How a pass reads.
-pub(crate) struct Settings<'a> {
+#[derive(Clone)]
+pub(crate) struct Settings {
     /// The decoder's settings (`common::decoder_builder`), without a reporter.
     pub(crate) builder: LogDecoderBuilder,
     /// The first record wanted (`dump --start`), 0 for the whole log.
@@ -286,7 +287,7 @@ pub(crate) struct Settings<'a> {
     /// A strict reader fed beside the decoder, for an input read only once.
     pub(crate) eager_strict: Option<LogDecoderBuilder>,
     /// The line of each record, for `dump`.
-    pub(crate) line: Option<&'a LineFormat>,
+    pub(crate) line: Option<Arc<LineFormat>>,
 }
 
 /// One range of a split read: its decoder starts at `from` and reads on past `to`
@@ -348,7 +349,7 @@ impl<R: Read> ChunkSource for BlockingChunks<R> {
 /// handed over yet, the rest of the log from `rest()`. Hands its items to `send` a
 /// batch at a time.
 pub(crate) fn run_range<'r>(
-    settings: &Settings<'_>,
+    settings: &Settings,
     task: &Task,
     own: &mut dyn ChunkSource,
     rest: &mut dyn FnMut() -> io::Result<Box<dyn ChunkSource + 'r>>,
@@ -454,7 +455,7 @@ pub(crate) fn run_range<'r>(
 }
 
 struct RangePass<'a> {
-    settings: &'a Settings<'a>,
+    settings: &'a Settings,
     /// Stop after the first record that starts here or later (not for the last range).
     handoff_at: Option<u64>,
     decoder: LogDecoder,
@@ -609,7 +610,7 @@ impl RangePass<'_> {
         let text = &mut self.batch.text;
         let from = text.len();
         let len = data.len() as u64;
-        if let Some(line) = self.settings.line {
+        if let Some(line) = &self.settings.line {
             line(&LogRecord { position, data }, text);
         }
         self.batch.items.push(Item {
