@@ -91,7 +91,8 @@ impl ReadAheadBuilder {
 
     /// How many chunks may wait for the decoder (default
     /// [`DEFAULT_CHUNKS_IN_FLIGHT`]; at least 1). The pipeline holds at most this
-    /// many, plus the one being read and the one being decoded.
+    /// many, plus the one being read and the one being decoded, and keeps up to four
+    /// that the reader is done with for the next reads (their memory is used again).
     pub fn chunks_in_flight(&mut self, chunks: usize) -> &mut Self {
         self.chunks_in_flight = chunks.max(1);
         self
