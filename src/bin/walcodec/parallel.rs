@@ -37,7 +37,6 @@ use futures::StreamExt;
 use indicatif::ProgressBar;
 use walcodec::{
     block_start, DecodeStats, LogDecoderBuilder, Position, ReadAhead, Recovery, BLOCK_SIZE,
-    DEFAULT_CHUNK_BYTES,
 };
 
 use crate::common::{decoder_builder, io_message, Failure, Limits, READ_SIZE};
@@ -156,7 +155,9 @@ impl ChunkSource for AheadChunks<'_> {
     }
 }
 
-/// A range of `file` through the read-ahead pipeline: chunks of `chunk_bytes`.
+/// A range of `file` through the read-ahead pipeline: chunks of `chunk_bytes`
+/// (`READ_SIZE` for a range's own bytes: 1 MiB took less CPU time than the library's
+/// 512 KiB default in `scripts/cli-speed.sh`, 2 MiB more).
 fn ahead<'a>(
     runtime: &'a tokio::runtime::Runtime,
     file: &SplitSource,
@@ -329,14 +330,7 @@ fn read_split(
                     };
                     let sender = &senders[index];
                     let message = (|| {
-                        let mut own = ahead(
-                            &runtime,
-                            file,
-                            from,
-                            to,
-                            DEFAULT_CHUNK_BYTES,
-                            progress.clone(),
-                        )?;
+                        let mut own = ahead(&runtime, file, from, to, READ_SIZE, progress.clone())?;
                         // Past its end a range reads only to its first record
                         // there, usually a few blocks: small chunks, few ahead.
                         let mut rest = || -> io::Result<Box<dyn ChunkSource>> {
