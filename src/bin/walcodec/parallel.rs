@@ -71,21 +71,30 @@ impl JobsArgs {
 /// Ranges read ahead of the one being printed, per thread.
 const WINDOW_PER_JOB: usize = 2;
 
-/// The largest range: small enough that a few per thread spread the work evenly and
-/// that the ranges read ahead hold little (`dump`'s lines of a range wait for the
-/// ranges before it), large enough that the reading on past a range's end is a small
-/// part of it.
-const MAX_RANGE_BYTES: u64 = 16 << 20;
+/// The largest range of a command that prints records (`dump`): its lines wait for
+/// the ranges before it, so the ranges read ahead hold little.
+const MAX_PRINTING_RANGE_BYTES: u64 = 16 << 20;
+
+/// The largest range otherwise: a range starts a read-ahead pipeline of its own,
+/// whose first chunks are fresh memory (page faults), so ranges are large where
+/// nothing waits in them but a few counters and findings.
+const MAX_RANGE_BYTES: u64 = 256 << 20;
 
 /// Cuts `[from, end)` into ranges for `jobs` threads: whole numbers of `READ_SIZE`
-/// (of blocks, with `split_bytes`), about four per thread.
-fn plan(from: u64, end: u64, jobs: usize, split_bytes: Option<u64>) -> Vec<(u64, u64)> {
+/// (of blocks, with `split_bytes`), about four per thread, at most `max_bytes` each.
+fn plan(
+    from: u64,
+    end: u64,
+    jobs: usize,
+    split_bytes: Option<u64>,
+    max_bytes: u64,
+) -> Vec<(u64, u64)> {
     let len = end.saturating_sub(from);
     let size = match split_bytes {
         Some(bytes) => bytes.max(1).next_multiple_of(BLOCK_SIZE as u64),
         None if jobs == 1 => u64::MAX,
         None => (len / (jobs as u64 * 4))
-            .clamp(READ_SIZE as u64, MAX_RANGE_BYTES)
+            .clamp(READ_SIZE as u64, max_bytes)
             .next_multiple_of(READ_SIZE as u64),
     };
     let mut ranges = Vec::new();
@@ -192,7 +201,11 @@ pub(crate) fn read(
     let progress = input.progress_bar();
     let merged = match split {
         Some((file, end)) => {
-            let ranges = plan(from, end, jobs.jobs(), jobs.split_bytes);
+            let max_bytes = match settings.line {
+                Some(_) => MAX_PRINTING_RANGE_BYTES,
+                None => MAX_RANGE_BYTES,
+            };
+            let ranges = plan(from, end, jobs.jobs(), jobs.split_bytes, max_bytes);
             let threads = jobs.jobs().min(ranges.len());
             let merged = read_split(
                 &file,
@@ -598,7 +611,7 @@ mod tests {
             (3 * block, 10 * block, 2, Some(2 * block)),
             (0, 200 << 20, 2, None),
         ] {
-            let ranges = plan(from, end, jobs, split);
+            let ranges = plan(from, end, jobs, split, 16 << 20);
             assert_eq!(ranges[0].0, from);
             assert_eq!(ranges.last().unwrap().1, end.max(from));
             for pair in ranges.windows(2) {
@@ -611,7 +624,8 @@ mod tests {
             }
         }
         // About four ranges a thread, up to the largest range size.
-        assert_eq!(plan(0, 200 << 20, 2, None).len(), 13);
-        assert_eq!(plan(0, 64 << 20, 2, None).len(), 8);
+        assert_eq!(plan(0, 200 << 20, 2, None, 16 << 20).len(), 13);
+        assert_eq!(plan(0, 64 << 20, 2, None, 16 << 20).len(), 8);
+        assert_eq!(plan(0, 1 << 30, 2, None, 256 << 20).len(), 8);
     }
 }
