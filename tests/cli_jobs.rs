@@ -230,12 +230,15 @@ fn split_reads_of_randomly_damaged_logs_print_what_one_read_prints() {
         let path = dir.path().join(format!("case-{case}.log"));
         fs::write(&path, &log).unwrap();
         eprintln!("case {case}: {} bytes, {damages:?}", log.len());
-        // Every third case with a record bound that some records pass.
-        let global: &[&str] = if case % 3 == 2 {
-            &["--max-record-bytes", "20000"]
-        } else {
-            &[]
+        // Every third case with a record bound that some records pass, every fourth
+        // read only up to an offset (which cuts the log there).
+        let cap = (rng.below(log.len() as u64 + 1)).to_string();
+        let global: Vec<&str> = match case % 12 {
+            2 | 5 | 8 | 11 => vec!["--max-record-bytes", "20000"],
+            1 | 9 => vec!["--max-input-bytes", &cap],
+            _ => vec![],
         };
+        let global = &global[..];
         assert_all_agree(&path, global);
         assert_pipe_agrees(&path, global);
     }

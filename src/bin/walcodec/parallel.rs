@@ -468,14 +468,18 @@ impl<'a> Merger<'a> {
                 }
                 Message::Failed(e) => return Ok(Err(e)),
                 Message::End(end) => {
-                    self.merged.read_to = self.merged.read_to.max(end.read_to);
                     if !kept {
                         return Ok(Ok(()));
                     }
+                    // How far a whole read would have gone: as far as the decoder
+                    // that a whole read would have had there.
+                    self.merged.read_to = end.read_to;
                     if index > 0 && end.first_record != self.handoff {
+                        // Ranges of the same bytes always agree (see the module docs):
+                        // the bytes changed between the reads of two ranges.
                         return Ok(Err(io::Error::other(format!(
-                            "split read: range {index} starts after {:?}, not {:?}",
-                            end.first_record, self.handoff
+                            "the file changed while it was read in ranges (a writer filling it in place?): its ranges do not agree at offset {}; read it with --jobs 1",
+                            self.handoff.map_or(0, |p| p.start)
                         ))));
                     }
                     self.merged.layout.add(&end.layout);
