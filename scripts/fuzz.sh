@@ -30,7 +30,7 @@ max_len() {
 # edge coverage and valid seeds still guide them. recordio keeps it.
 flags() {
   case "$1" in
-    log_*) echo "-s none --no-trace-compares" ;;
+    log_* | rocksdb_*) echo "-s none --no-trace-compares" ;;
     *) echo "-s none" ;;
   esac
 }
@@ -53,6 +53,15 @@ for f in tests/data/writers/*/000001.log tests/data/leveldb-db/wal/000003.log; d
   if [ "$size" -le 140000 ]; then
     { printf '\x00\x00'; cat "$f"; } | seed log_decoder_large "$name"
   fi
+done
+# rocksdb_decoder: [flags][chunk count][chunks][log]: each RocksDB vector's start
+# read as it is (flags 0), and its second block behind a recyclable start of log 9
+# (flags 1).
+for f in tests/data/rocksdb-wal/*/*.log; do
+  name=$(basename "$(dirname "$f")")-$(basename "$f" .log)
+  { printf '\x00\x00'; head -c 3000 "$f"; } | seed rocksdb_decoder "$name-head"
+  { printf '\x01\x00'; dd if="$f" iflag=skip_bytes,count_bytes skip=32700 count=1500 status=none; } |
+    seed rocksdb_decoder "$name-edge"
 done
 printf '\x003\nfoo0\n5\nhello' | seed recordio seed
 # log_roundtrip: record sizes (byte, shift pairs), then damage triples.

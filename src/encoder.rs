@@ -526,6 +526,26 @@ impl LogEncoder {
     }
 }
 
+impl LogFormat {
+    /// The most bytes a record of `len` bytes can encode to in this format, wherever
+    /// in a block it starts: a header per fragment (one more than a fresh block
+    /// needs), a trailer, and for a compressed format zstd's bound on its output,
+    /// a fragment more per chunk and the type-9 record.
+    pub(crate) fn max_encoded_len(&self, len: usize) -> usize {
+        let header_size = self.header_size();
+        let (stored, extra_fragments) = if self.is_compressed() {
+            let bound = compressed_len_bound(len).saturating_add(COMPRESSION_RECORD_LEN);
+            (bound, bound / (BLOCK_SIZE - header_size) + 1)
+        } else {
+            (len, 0)
+        };
+        let fragments = stored / (BLOCK_SIZE - header_size) + 2 + extra_fragments;
+        stored
+            .saturating_add(fragments.saturating_mul(2 * header_size))
+            .saturating_add(header_size - 1)
+    }
+}
+
 /// Bytes of RocksDB's type-9 record: a legacy header and a fixed32.
 const COMPRESSION_RECORD_LEN: usize = LEGACY_HEADER_SIZE + 4;
 
@@ -710,6 +730,54 @@ mod tests {
             LogEncoder::builder().build().encode_record(record, &mut b);
         }
         assert_eq!(a, b);
+    }
+
+    /// No record encodes to more than its format's bound, wherever it starts and
+    /// whatever its size.
+    #[test]
+    fn max_encoded_len_bounds_every_format() {
+        let formats = [
+            LogFormat::leveldb(),
+            LogFormat::leveldb().recyclable(3),
+            #[cfg(feature = "zstd")]
+            LogFormat::leveldb().zstd(),
+            #[cfg(feature = "zstd")]
+            LogFormat::leveldb().recyclable(3).zstd(),
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let noise: Vec<u8> = (0..200_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        for format in formats {
+            for start in [
+                0u64,
+                5,
+                7,
+                11,
+                100,
+                BLOCK_SIZE as u64 - 12,
+                BLOCK_SIZE as u64 - 3,
+            ] {
+                for len in [
+                    0usize, 1, 10, 32_750, 32_757, 32_761, 32_768, 65_530, 200_000,
+                ] {
+                    let mut encoder = LogEncoder::builder().format(format).offset(start).build();
+                    let mut dst = BytesMut::new();
+                    encoder.encode_record(&noise[..len], &mut dst);
+                    assert!(
+                        dst.len() <= format.max_encoded_len(len),
+                        "{format:?} at {start}, {len} bytes: {} > {}",
+                        dst.len(),
+                        format.max_encoded_len(len)
+                    );
+                }
+            }
+        }
     }
 
     #[cfg(feature = "zstd")]

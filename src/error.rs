@@ -94,11 +94,16 @@ pub enum Error {
     },
 
     /// Records a reader had reached were removed under it (by
-    /// [`LogDir::truncate_after`](crate::LogDir::truncate_after), or a segment file
-    /// cut or replaced), so it stops rather than yield records that are gone.
+    /// [`LogDir::truncate_after`](crate::LogDir::truncate_after), or, for a
+    /// [`DirReader`](crate::DirReader) in another process, a segment file cut,
+    /// replaced, removed, or rewritten in place: cut and grown again past what was
+    /// read, or overwritten), so it stops rather than yield records that are gone
+    /// or join bytes from before and after the change.
     #[error("log was truncated to {position} under a reader at {reader}")]
     TruncatedUnderReader {
-        /// Where the log now ends (or the segment that was cut, at its new length).
+        /// Where the log now ends (or the segment that was cut, at its new length;
+        /// its start when the file was removed or replaced; the first byte that
+        /// changed when it was rewritten in place).
         position: crate::LogPosition,
         /// Where the reader was.
         reader: crate::LogPosition,
@@ -204,6 +209,27 @@ pub enum CorruptionKind {
     /// unwritten block). `Recovery::SkipCorrupted` skips it silently, as LevelDB
     /// does, and counts it in [`DecodeStats::zeroed_blocks`](crate::DecodeStats::zeroed_blocks).
     ZeroedBlock,
+    /// RocksDB: a fragment left from the file's earlier use (a recyclable header
+    /// with another log number) cut the record being read; the log ends there
+    /// (RocksDB's "error reading trailing data due to encountering old record").
+    OldRecord,
+    /// RocksDB: a recyclable fragment after the log's legacy data records. A
+    /// recycled WAL starts with recyclable fragments; this is no such log.
+    UnexpectedRecyclable,
+    /// RocksDB: a metadata record (types 9, 10, 11, 130, 131) between the fragments
+    /// of a record, which it cut.
+    MetadataInRecord,
+    /// RocksDB: a metadata record of this type whose payload does not parse.
+    BadMetadataRecord(u8),
+    /// RocksDB: a compression-type record (type 9) after data or a first one. It is
+    /// applied all the same, as RocksDB does.
+    LateCompressionType,
+    /// RocksDB: the records are compressed with a type this reader cannot inflate
+    /// (RocksDB's number): any but zstd, or zstd without the crate's `zstd` feature.
+    UnsupportedCompression(u32),
+    /// RocksDB: a compressed record that does not inflate (not a zstd frame, a
+    /// damaged frame, bytes after it, or a frame cut short).
+    BadCompressedRecord,
 }
 
 impl CorruptionKind {
@@ -219,6 +245,26 @@ impl CorruptionKind {
             CorruptionKind::RecordTooLarge => "record too large".into(),
             CorruptionKind::TruncatedTail => "truncated record at end of log".into(),
             CorruptionKind::ZeroedBlock => "zeroed block followed by data".into(),
+            CorruptionKind::OldRecord => {
+                "error reading trailing data due to encountering old record".into()
+            }
+            CorruptionKind::UnexpectedRecyclable => {
+                "recyclable fragment in a log that is not recycled".into()
+            }
+            CorruptionKind::MetadataInRecord => {
+                "metadata record interspersed partial record".into()
+            }
+            CorruptionKind::BadMetadataRecord(t) => {
+                format!("could not decode metadata record of type {t}").into()
+            }
+            CorruptionKind::LateCompressionType => "SetCompressionType not the first record".into(),
+            CorruptionKind::UnsupportedCompression(7) => {
+                "WAL compressed with zstd: build walcodec with its `zstd` feature to read it".into()
+            }
+            CorruptionKind::UnsupportedCompression(t) => {
+                format!("unsupported WAL compression type {t}").into()
+            }
+            CorruptionKind::BadCompressedRecord => "corrupted compressed record".into(),
         }
     }
 }
@@ -248,6 +294,21 @@ impl Corruption {
             bytes,
             kind,
             reason: kind.reason(),
+        }
+    }
+
+    /// A report whose reason text says more than `kind`'s (e.g. zstd's error).
+    pub(crate) fn with_reason(
+        offset: u64,
+        bytes: u64,
+        kind: CorruptionKind,
+        reason: String,
+    ) -> Corruption {
+        Corruption {
+            offset,
+            bytes,
+            kind,
+            reason: reason.into(),
         }
     }
 

@@ -24,10 +24,15 @@
 //! The format: a log is a sequence of 32 KiB blocks; each record is cut into
 //! fragments with a 7-byte header (masked crc32c, length, type). See [`format`](mod@format).
 //!
-//! RocksDB's WAL dialect: [`LogEncoder::builder`] and [`WriterOptions::format`] write
-//! its recyclable and (feature `zstd`) compressed WALs byte for byte as RocksDB does;
-//! [`fragment`] parses both header layouts, [`metadata`] its metadata records and
-//! [`write_batch`] the WriteBatches both engines store in their records.
+//! RocksDB's WAL dialect: [`LogDecoderBuilder::dialect`] with
+//! [`Dialect::RocksDb`] and [`LogDecoderBuilder::log_number`] read its WALs
+//! (recyclable fragments, a reused file's old records telling where the log ends,
+//! compressed records inflated within `max_record_bytes`, metadata records kept, not
+//! returned); [`LogEncoder::builder`] and [`WriterOptions::format`] write its
+//! recyclable and (feature `zstd`) compressed WALs byte for byte as RocksDB does;
+//! [`fragment`] is the one parser of both header layouts that every reader stands on,
+//! [`metadata`] parses the metadata records and [`write_batch`] the WriteBatches both
+//! engines store in their records.
 //!
 //! Design goal: byte-identical output to LevelDB's writer, and a reader that takes
 //! any chunking of the bytes (files, sockets, pipes), bounds every allocation, and
@@ -52,7 +57,7 @@
 //! |---|---|
 //! | `cli` | the `walcodec` command-line tool (dump, verify, stat, repair, cat, write, tail) |
 //! | `crc-fast` | fragment checksums through the `crc-fast` crate: the same bytes, about twice the crc throughput from 1 KiB records up on x86-64 |
-//! | `zstd` | RocksDB's WAL compression: `LogFormat::zstd` writes compressed WALs, `compression::RecordInflater` inflates their records within a limit (builds libzstd: needs a C compiler) |
+//! | `zstd` | RocksDB's WAL compression: `LogFormat::zstd` writes compressed WALs, `LogDecoder` in RocksDB's dialect inflates their records within a limit (builds libzstd: needs a C compiler) |
 //!
 //! None is on by default: the library depends on tokio, tokio-util, bytes, crc32c,
 //! futures and thiserror only.
@@ -97,8 +102,8 @@ pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 pub use fragment::Dialect;
 pub use framed::{FRAMED_READ_CAPACITY, FRAMED_WRITE_BUFFER};
 pub use logdir::{
-    DirReader, DirRecord, LogDir, LogDirOptions, LogPosition, ParsePositionError,
-    DEFAULT_MAX_SEGMENT_BYTES,
+    DirReader, DirRecord, LogDir, LogDirOptions, LogPosition, ParsePositionError, SegmentInfo,
+    SegmentList, DEFAULT_MAX_SEGMENT_BYTES,
 };
 pub use reader::{
     split_ranges, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,

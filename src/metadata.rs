@@ -24,6 +24,21 @@
 //! assert_eq!(PredecessorWalInfo::parse(&info.to_payload()), Ok(info));
 //! ```
 
+/// A metadata record as a [`LogDecoder`](crate::LogDecoder) in RocksDB's dialect
+/// meets it, handed to the
+/// [`on_metadata`](crate::LogDecoderBuilder::on_metadata) callback. Never returned
+/// as a record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MetadataRecord {
+    /// Type 9: how the data records after it are compressed.
+    Compression(WalCompressionType),
+    /// Types 10/11: the timestamp sizes of column families used by later records.
+    TimestampSizes(Vec<TimestampSize>),
+    /// Types 130/131: what the WAL before this one held.
+    PredecessorWal(PredecessorWalInfo),
+}
+
 /// A metadata payload of the wrong shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]

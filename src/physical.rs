@@ -3,9 +3,16 @@
 //!
 //! [`LogDecoder`](crate::LogDecoder) hands out logical records. A tool that inspects,
 //! verifies or repairs a log also needs to see how those records are laid out, and why
-//! a reader drops what it drops. [`Chunks`] cuts a slice of a log into [`Chunk`]s that
-//! tile it exactly (every byte belongs to one chunk), reading the bytes the way the
+//! a reader drops what it drops. Two walkers cut a slice of a log into pieces that
+//! tile it exactly (every byte belongs to one piece), both standing on the one
+//! fragment parser, [`FragmentRules::parse`], so they read the bytes the way the
 //! decoder does:
+//!
+//! - [`Chunks`] yields [`Chunk`]s: LevelDB's view (7-byte headers, types 0–4).
+//! - [`Pieces`] yields [`Piece`]s in any [`Dialect`]: in RocksDB's it also shows
+//!   recyclable (11-byte) headers and their log numbers, fragments of an older log
+//!   ([`Piece::Old`]), the compression-type and other metadata records, parsed
+//!   ([`Piece::Metadata`]), and the 7–10-byte trailers a recyclable writer leaves.
 //!
 //! | chunk       | covers                                              | a reader            |
 //! |-------------|-----------------------------------------------------|---------------------|
@@ -47,8 +54,46 @@
 //!     ]
 //! );
 //! ```
+//!
+//! A recycled RocksDB WAL, log 12 written over the start of log 8:
+//!
+//! ```
+//! use bytes::BytesMut;
+//! use walcodec::fragment::FragmentRules;
+//! use walcodec::physical::{Piece, Pieces};
+//! use walcodec::{Dialect, LogEncoder};
+//!
+//! let mut old = BytesMut::new();
+//! let mut log8 = LogEncoder::builder().recyclable(8).build();
+//! for record in [&b"one"[..], b"two", b"three"] {
+//!     log8.encode_record(record, &mut old);
+//! }
+//! let mut log = BytesMut::new();
+//! LogEncoder::builder().recyclable(12).build().encode_record(b"new", &mut log);
+//! // The file is reused: log 12's record covers log 8's first one, exactly.
+//! log.extend_from_slice(&old[log.len()..]);
+//!
+//! let rules = FragmentRules::new(Dialect::RocksDb).log_number(12);
+//! let seen: Vec<String> = Pieces::new(&log, 0, rules)
+//!     .map(|piece| match piece {
+//!         Piece::Fragment { offset, fragment, .. } => {
+//!             format!("{offset}: log {:?}, {}-byte header", fragment.log_number(), fragment.header_len())
+//!         }
+//!         Piece::Old { offset, fragment, .. } => {
+//!             format!("{offset}: old log {:?}", fragment.log_number())
+//!         }
+//!         other => format!("{other:?}"),
+//!     })
+//!     .collect();
+//! assert_eq!(seen, ["0: log Some(12), 11-byte header", "14: old log Some(8)", "28: old log Some(8)"]);
+//! ```
 
 use crate::format::{fragment_crc, unmask, RecordType, BLOCK_SIZE, HEADER_SIZE};
+use crate::fragment::{
+    Defect, Dialect, Fragment, FragmentHeader, FragmentRules, FragmentType, Parsed,
+    RECYCLABLE_HEADER_SIZE,
+};
+use crate::metadata::{MetadataError, PredecessorWalInfo, TimestampSizes, WalCompressionType};
 
 /// A fragment header as stored: nothing in it is checked yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,6 +132,18 @@ impl Header {
     /// Whether the stored checksum matches `payload`.
     pub fn checksum_matches(&self, payload: &[u8]) -> bool {
         fragment_crc(self.type_byte, payload) == unmask(self.checksum)
+    }
+}
+
+/// The legacy fields of a fragment-layer header (a recyclable header's log number is
+/// left out).
+impl From<FragmentHeader> for Header {
+    fn from(header: FragmentHeader) -> Header {
+        Header {
+            checksum: header.checksum,
+            length: header.length,
+            type_byte: header.type_byte,
+        }
     }
 }
 
@@ -191,13 +248,13 @@ impl Chunk<'_> {
     }
 }
 
-/// Cuts a slice of a log into [`Chunk`]s. See the [module documentation](self).
+/// Cuts a slice of a log into [`Chunk`]s, LevelDB's view. See the
+/// [module documentation](self).
+///
+/// The same walk as [`Pieces`] in [`Dialect::LevelDb`], each piece as a chunk.
 #[derive(Debug, Clone)]
 pub struct Chunks<'a> {
-    bytes: &'a [u8],
-    offset: u64,
-    /// The previous fragment failed its checksum: the rest of its block is dropped.
-    skip_rest_of_block: bool,
+    pieces: Pieces<'a>,
 }
 
 impl<'a> Chunks<'a> {
@@ -206,22 +263,13 @@ impl<'a> Chunks<'a> {
     /// of the log.
     pub fn new(bytes: &'a [u8], offset: u64) -> Chunks<'a> {
         Chunks {
-            bytes,
-            offset,
-            skip_rest_of_block: false,
+            pieces: Pieces::new(bytes, offset, FragmentRules::new(Dialect::LevelDb)),
         }
     }
 
     /// Log offset of the next chunk: how far the walk has gone.
     pub fn offset(&self) -> u64 {
-        self.offset
-    }
-
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        let (taken, rest) = self.bytes.split_at(n);
-        self.bytes = rest;
-        self.offset += n as u64;
-        taken
+        self.pieces.offset()
     }
 }
 
@@ -229,6 +277,310 @@ impl<'a> Iterator for Chunks<'a> {
     type Item = Chunk<'a>;
 
     fn next(&mut self) -> Option<Chunk<'a>> {
+        // LevelDB's rules know no log numbers and no metadata types: every piece has
+        // a chunk of its own. (Old and metadata pieces are mapped anyway, as the
+        // fragments LevelDB would see, so that the mapping is total.)
+        Some(match self.pieces.next()? {
+            Piece::Fragment {
+                offset,
+                fragment,
+                payload,
+                checksum_ok,
+            }
+            | Piece::Old {
+                offset,
+                fragment,
+                payload,
+                checksum_ok,
+            } => Chunk::Fragment {
+                offset,
+                header: fragment.header().into(),
+                payload,
+                checksum_ok,
+            },
+            Piece::Metadata {
+                offset,
+                fragment,
+                payload,
+                ..
+            } => Chunk::Fragment {
+                offset,
+                header: fragment.header().into(),
+                payload,
+                checksum_ok: true,
+            },
+            Piece::Trailer { offset, bytes } => Chunk::Trailer { offset, bytes },
+            Piece::ZeroFill { offset, bytes } => Chunk::ZeroFill { offset, bytes },
+            Piece::BadLength {
+                offset,
+                header,
+                bytes,
+            } => Chunk::BadLength {
+                offset,
+                header: header.into(),
+                bytes,
+            },
+            Piece::Skipped { offset, bytes } => Chunk::Skipped { offset, bytes },
+            Piece::Torn {
+                offset,
+                header,
+                bytes,
+            } => Chunk::Torn {
+                offset,
+                header: header.map(Header::from),
+                bytes,
+            },
+        })
+    }
+}
+
+/// A metadata record's payload, parsed (RocksDB's types 9, 10/11 and 130/131; see
+/// [`crate::metadata`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Metadata<'a> {
+    /// Type 9: how the WAL's data fragments are compressed.
+    Compression(WalCompressionType),
+    /// Types 10 and 11: user-defined timestamp sizes of column families.
+    TimestampSizes(TimestampSizes<'a>),
+    /// Types 130 and 131: what the WAL before this one held.
+    PredecessorWal(PredecessorWalInfo),
+}
+
+impl<'a> Metadata<'a> {
+    /// Parses the payload of a fragment of type `fragment_type`; `None` when the type
+    /// is not a metadata type.
+    pub fn parse(
+        fragment_type: FragmentType,
+        payload: &'a [u8],
+    ) -> Option<Result<Metadata<'a>, MetadataError>> {
+        Some(match fragment_type {
+            FragmentType::SetCompressionType => {
+                WalCompressionType::parse(payload).map(Metadata::Compression)
+            }
+            FragmentType::UserDefinedTimestampSize
+            | FragmentType::RecyclableUserDefinedTimestampSize => {
+                TimestampSizes::parse(payload).map(Metadata::TimestampSizes)
+            }
+            FragmentType::PredecessorWalInfo | FragmentType::RecyclablePredecessorWalInfo => {
+                PredecessorWalInfo::parse(payload).map(Metadata::PredecessorWal)
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// One piece of a log's physical layout in a [`Dialect`]: what [`Pieces`] yields.
+///
+/// | piece       | covers                                                | a reader                  |
+/// |-------------|-------------------------------------------------------|---------------------------|
+/// | `Fragment`  | a data fragment (7- or 11-byte header, payload), or one of a type the dialect does not define | uses it if `checksum_ok` |
+/// | `Metadata`  | an intact metadata record (RocksDB's 9, 10/11, 130/131) | applies it, returns no record |
+/// | `Old`       | a recyclable fragment with another log number         | ends the log (RocksDB)    |
+/// | `Trailer`   | 1–6 bytes at a block's end; RocksDB: up to 10 before a recyclable header | skips them |
+/// | `ZeroFill`  | a type-0, length-0 header up to the block's end       | skips them silently       |
+/// | `BadLength` | a header whose length runs past its block, to its end | "bad record length"       |
+/// | `Skipped`   | the rest of a block after a checksum mismatch         | drops it                  |
+/// | `Torn`      | a fragment cut by the end of the input                | a torn tail               |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Piece<'a> {
+    /// A complete fragment that is not an intact metadata record: a data fragment
+    /// (types 1–8), a type-0 fragment with a payload, a type the dialect does not
+    /// define ([`Fragment::is_ignorable`] says whether RocksDB skips it silently), or
+    /// a metadata record whose checksum does not match.
+    Fragment {
+        /// Log offset of the header.
+        offset: u64,
+        /// The fragment: its header, type, header size and log number.
+        fragment: Fragment,
+        /// The payload.
+        payload: &'a [u8],
+        /// Whether the stored checksum matches. A reader drops a fragment whose
+        /// checksum does not match, and the rest of its block (the next piece,
+        /// [`Piece::Skipped`], unless the fragment ends the block).
+        checksum_ok: bool,
+    },
+    /// An intact metadata record, never part of a logical record.
+    Metadata {
+        /// Log offset of the header.
+        offset: u64,
+        /// The fragment (its type says which record).
+        fragment: Fragment,
+        /// The payload.
+        payload: &'a [u8],
+        /// The payload parsed, or why it does not parse.
+        record: Result<Metadata<'a>, MetadataError>,
+    },
+    /// A recyclable fragment whose log number is not the log's: left by an earlier
+    /// use of the file. RocksDB's reader ends the log at the first one (before
+    /// looking at its checksum); the walk goes on after it, to show what follows.
+    Old {
+        /// Log offset of the header.
+        offset: u64,
+        /// The fragment; [`Fragment::log_number`] is the old log's number.
+        fragment: Fragment,
+        /// The payload.
+        payload: &'a [u8],
+        /// Whether the checksum matches for the fragment's own log number: an intact
+        /// record of the old log rather than old bytes that only look like a header.
+        checksum_ok: bool,
+    },
+    /// Bytes at the end of a block too few to hold a header: 1 to 6, or in RocksDB's
+    /// dialect up to 10 before where a recyclable header would not fit (a recyclable
+    /// writer fills them with zeros). Readers skip them.
+    Trailer {
+        /// Log offset of the first trailer byte.
+        offset: u64,
+        /// The trailer bytes present.
+        bytes: &'a [u8],
+    },
+    /// A type-0, length-0 header (what preallocated space reads as) and everything
+    /// after it up to the end of the block, which readers skip without a report.
+    ZeroFill {
+        /// Log offset of the zero header.
+        offset: u64,
+        /// The header and the rest of the block. Anything but zeros here is data a
+        /// reader silently loses.
+        bytes: &'a [u8],
+    },
+    /// A header whose length runs past the end of its (complete) block, and the rest
+    /// of the block, which readers drop as "bad record length".
+    BadLength {
+        /// Log offset of the header.
+        offset: u64,
+        /// The header.
+        header: FragmentHeader,
+        /// The header and the rest of the block.
+        bytes: &'a [u8],
+    },
+    /// The rest of a block after a fragment whose checksum did not match: readers
+    /// drop it with that fragment.
+    Skipped {
+        /// Log offset of the first byte after the damaged fragment.
+        offset: u64,
+        /// The bytes up to the end of the block (or of the input).
+        bytes: &'a [u8],
+    },
+    /// A fragment cut by the end of the input: a header cut short, or a payload
+    /// shorter than the header says. In a log on disk this is a torn tail.
+    Torn {
+        /// Log offset of the incomplete fragment.
+        offset: u64,
+        /// Its header, when all of it is there.
+        header: Option<FragmentHeader>,
+        /// The bytes present.
+        bytes: &'a [u8],
+    },
+}
+
+impl Piece<'_> {
+    /// Log offset of the piece's first byte.
+    pub fn offset(&self) -> u64 {
+        match *self {
+            Piece::Fragment { offset, .. }
+            | Piece::Metadata { offset, .. }
+            | Piece::Old { offset, .. }
+            | Piece::Trailer { offset, .. }
+            | Piece::ZeroFill { offset, .. }
+            | Piece::BadLength { offset, .. }
+            | Piece::Skipped { offset, .. }
+            | Piece::Torn { offset, .. } => offset,
+        }
+    }
+
+    /// How many bytes of the log the piece covers (a fragment's header included).
+    pub fn len(&self) -> u64 {
+        let len = match *self {
+            Piece::Fragment { fragment, .. }
+            | Piece::Metadata { fragment, .. }
+            | Piece::Old { fragment, .. } => fragment.len(),
+            Piece::Trailer { bytes, .. }
+            | Piece::ZeroFill { bytes, .. }
+            | Piece::BadLength { bytes, .. }
+            | Piece::Skipped { bytes, .. }
+            | Piece::Torn { bytes, .. } => bytes.len(),
+        };
+        len as u64
+    }
+
+    /// Whether the piece covers no bytes; never true of a piece [`Pieces`] yields.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Log offset just past the piece.
+    pub fn end(&self) -> u64 {
+        self.offset() + self.len()
+    }
+
+    /// The complete fragment of a `Fragment`, `Metadata` or `Old` piece.
+    pub fn fragment(&self) -> Option<Fragment> {
+        match *self {
+            Piece::Fragment { fragment, .. }
+            | Piece::Metadata { fragment, .. }
+            | Piece::Old { fragment, .. } => Some(fragment),
+            _ => None,
+        }
+    }
+}
+
+/// Cuts a slice of a log into [`Piece`]s by the header rules of a [`FragmentRules`]:
+/// its dialect, and the log number recyclable fragments must carry. See the
+/// [module documentation](self).
+///
+/// In [`Dialect::LevelDb`] this is the walk of [`Chunks`], piece for chunk.
+#[derive(Debug, Clone)]
+pub struct Pieces<'a> {
+    bytes: &'a [u8],
+    offset: u64,
+    rules: FragmentRules,
+    /// The previous fragment failed its checksum: the rest of its block is dropped.
+    skip_rest_of_block: bool,
+}
+
+impl<'a> Pieces<'a> {
+    /// Walks `bytes`, which sit at log offset `offset` (a block start, or any offset
+    /// where a fragment or a trailer begins), by `rules`. The end of `bytes` is taken
+    /// as the end of the log. Whether checksums are verified is the rules' choice:
+    /// without, every complete fragment has `checksum_ok`.
+    pub fn new(bytes: &'a [u8], offset: u64, rules: FragmentRules) -> Pieces<'a> {
+        Pieces {
+            bytes,
+            offset,
+            rules,
+            skip_rest_of_block: false,
+        }
+    }
+
+    /// Log offset of the next piece: how far the walk has gone.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The rules the walk reads headers by.
+    pub fn rules(&self) -> FragmentRules {
+        self.rules
+    }
+
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        let (taken, rest) = self.bytes.split_at(n.min(self.bytes.len()));
+        self.bytes = rest;
+        self.offset += taken.len() as u64;
+        taken
+    }
+
+    /// Takes a complete fragment; returns its payload.
+    fn take_fragment(&mut self, fragment: &Fragment) -> &'a [u8] {
+        let bytes = self.take(fragment.len());
+        &bytes[fragment.payload_range()]
+    }
+}
+
+impl<'a> Iterator for Pieces<'a> {
+    type Item = Piece<'a>;
+
+    fn next(&mut self) -> Option<Piece<'a>> {
         if self.bytes.is_empty() {
             return None;
         }
@@ -238,52 +590,77 @@ impl<'a> Iterator for Chunks<'a> {
 
         if std::mem::take(&mut self.skip_rest_of_block) {
             let bytes = self.take(in_block);
-            return Some(Chunk::Skipped { offset, bytes });
+            return Some(Piece::Skipped { offset, bytes });
         }
-        if block_left < HEADER_SIZE {
-            let bytes = self.take(in_block);
-            return Some(Chunk::Trailer { offset, bytes });
-        }
-        let Some(header) = Header::parse(self.bytes) else {
-            let bytes = self.take(self.bytes.len());
-            return Some(Chunk::Torn {
+        let rocksdb = self.rules.dialect() == Dialect::RocksDb;
+        Some(match self.rules.parse(self.bytes, block_left) {
+            Parsed::Trailer { .. } => Piece::Trailer {
                 offset,
-                header: None,
-                bytes,
-            });
-        };
-        // The order of these checks is the decoder's, so the walk and the decoder
-        // agree on what each byte is.
-        if header.is_zero_fill() {
-            let bytes = self.take(in_block);
-            return Some(Chunk::ZeroFill { offset, bytes });
-        }
-        let fragment_len = HEADER_SIZE + header.length as usize;
-        if fragment_len > block_left && self.bytes.len() >= block_left {
-            let bytes = self.take(block_left);
-            return Some(Chunk::BadLength {
+                bytes: self.take(in_block),
+            },
+            // The 7 to 10 zero bytes a recyclable writer leaves where its 11-byte
+            // header does not fit: a trailer, not preallocated space.
+            Parsed::ZeroFill { len } if rocksdb && len < RECYCLABLE_HEADER_SIZE => Piece::Trailer {
+                offset,
+                bytes: self.take(in_block),
+            },
+            Parsed::ZeroFill { .. } => Piece::ZeroFill {
+                offset,
+                bytes: self.take(in_block),
+            },
+            Parsed::Incomplete { header, .. } => Piece::Torn {
                 offset,
                 header,
-                bytes,
-            });
-        }
-        if fragment_len > self.bytes.len() {
-            let bytes = self.take(self.bytes.len());
-            return Some(Chunk::Torn {
+                bytes: self.take(self.bytes.len()),
+            },
+            Parsed::Defect(Defect::BadLength { header, block_left }) => Piece::BadLength {
                 offset,
-                header: Some(header),
-                bytes,
-            });
-        }
-        let fragment = self.take(fragment_len);
-        let payload = &fragment[HEADER_SIZE..];
-        let checksum_ok = header.checksum_matches(payload);
-        self.skip_rest_of_block = !checksum_ok && self.offset % BLOCK_SIZE as u64 != 0;
-        Some(Chunk::Fragment {
-            offset,
-            header,
-            payload,
-            checksum_ok,
+                header,
+                bytes: self.take(block_left),
+            },
+            Parsed::Defect(Defect::OldLogNumber { fragment }) => {
+                let old_rules = self
+                    .rules
+                    .log_number(u64::from(fragment.log_number().unwrap_or_default()));
+                let checksum_ok =
+                    matches!(old_rules.parse(self.bytes, block_left), Parsed::Fragment(_));
+                Piece::Old {
+                    offset,
+                    fragment,
+                    payload: self.take_fragment(&fragment),
+                    checksum_ok,
+                }
+            }
+            Parsed::Defect(Defect::ChecksumMismatch { fragment, .. }) => {
+                let payload = self.take_fragment(&fragment);
+                self.skip_rest_of_block = self.offset % BLOCK_SIZE as u64 != 0;
+                Piece::Fragment {
+                    offset,
+                    fragment,
+                    payload,
+                    checksum_ok: false,
+                }
+            }
+            Parsed::Fragment(fragment) => {
+                let payload = self.take_fragment(&fragment);
+                let metadata = fragment
+                    .fragment_type()
+                    .and_then(|fragment_type| Metadata::parse(fragment_type, payload));
+                match metadata {
+                    Some(record) => Piece::Metadata {
+                        offset,
+                        fragment,
+                        payload,
+                        record,
+                    },
+                    None => Piece::Fragment {
+                        offset,
+                        fragment,
+                        payload,
+                        checksum_ok: true,
+                    },
+                }
+            }
         })
     }
 }
@@ -580,6 +957,282 @@ mod tests {
             log.resize(log.len() + tail_zeros, 0);
             assert_tiles(&log, 0);
             assert_walk_agrees_with_decoder(&log);
+        }
+    }
+}
+
+#[cfg(test)]
+mod piece_tests {
+    use super::*;
+    use crate::fragment::{legacy_header, recyclable_header, Part};
+    use crate::metadata::TimestampSize;
+    use crate::LogEncoder;
+    use bytes::BytesMut;
+    use proptest::prelude::*;
+
+    fn rocksdb(log_number: u64) -> FragmentRules {
+        FragmentRules::new(Dialect::RocksDb).log_number(log_number)
+    }
+
+    /// A compact rendering of a walk in RocksDB's dialect.
+    fn layout(bytes: &[u8], offset: u64, rules: FragmentRules) -> Vec<String> {
+        Pieces::new(bytes, offset, rules)
+            .map(|piece| match piece {
+                Piece::Fragment {
+                    offset,
+                    fragment,
+                    payload,
+                    checksum_ok,
+                } => format!(
+                    "{offset} t{} h{} {}{} {}{}",
+                    fragment.type_byte(),
+                    fragment.header_len(),
+                    payload.len(),
+                    fragment
+                        .log_number()
+                        .map(|n| format!(" log{n}"))
+                        .unwrap_or_default(),
+                    if checksum_ok { "ok" } else { "bad" },
+                    if fragment.is_ignorable() {
+                        " ignorable"
+                    } else {
+                        ""
+                    }
+                ),
+                Piece::Metadata { offset, record, .. } => format!("{offset} meta {record:?}"),
+                Piece::Old {
+                    offset,
+                    fragment,
+                    checksum_ok,
+                    ..
+                } => format!(
+                    "{offset} old log{} {}",
+                    fragment.log_number().unwrap(),
+                    if checksum_ok { "ok" } else { "bad" }
+                ),
+                Piece::Trailer { offset, bytes } => format!("pad {offset} {}", bytes.len()),
+                Piece::ZeroFill { offset, bytes } => format!("zero {offset} {}", bytes.len()),
+                Piece::BadLength { offset, bytes, .. } => {
+                    format!("badlen {offset} {}", bytes.len())
+                }
+                Piece::Skipped { offset, bytes } => format!("skip {offset} {}", bytes.len()),
+                Piece::Torn { offset, bytes, .. } => format!("torn {offset} {}", bytes.len()),
+            })
+            .collect()
+    }
+
+    fn assert_tiles(bytes: &[u8], offset: u64, rules: FragmentRules) {
+        let mut at = offset;
+        for piece in Pieces::new(bytes, offset, rules) {
+            assert_eq!(piece.offset(), at);
+            assert!(!piece.is_empty());
+            at = piece.end();
+        }
+        assert_eq!(at, offset + bytes.len() as u64);
+    }
+
+    fn recyclable_log(log_number: u64, sizes: &[usize]) -> BytesMut {
+        let mut encoder = LogEncoder::builder().recyclable(log_number).build();
+        let mut log = BytesMut::new();
+        for &size in sizes {
+            encoder.encode_record(&vec![size as u8; size], &mut log);
+        }
+        log
+    }
+
+    #[test]
+    fn leveldb_pieces_are_the_chunks() {
+        let mut log = recyclable_log(3, &[10, 40_000]);
+        log[20] ^= 1;
+        let pieces: Vec<_> = Pieces::new(&log, 0, FragmentRules::new(Dialect::LevelDb))
+            .map(|piece| (piece.offset(), piece.len()))
+            .collect();
+        let chunks: Vec<_> = Chunks::new(&log, 0)
+            .map(|chunk| (chunk.offset(), chunk.len()))
+            .collect();
+        assert_eq!(pieces, chunks);
+    }
+
+    #[test]
+    fn recyclable_fragments_show_their_header_size_and_log_number() {
+        // 32,768 - 11 - 32,750 = 7 bytes left: a 7-byte recyclable trailer.
+        let log = recyclable_log(14, &[32_750, 5]);
+        assert_eq!(
+            layout(&log, 0, rocksdb(14)),
+            [
+                "0 t5 h11 32750 log14 ok",
+                "pad 32761 7",
+                "32768 t5 h11 5 log14 ok"
+            ]
+        );
+        for trailer in 7..=10 {
+            let log = recyclable_log(14, &[BLOCK_SIZE - 11 - trailer, 1]);
+            assert_eq!(
+                layout(&log, 0, rocksdb(14))[1],
+                format!("pad {} {trailer}", BLOCK_SIZE - trailer)
+            );
+        }
+        // Exactly 11 bytes left: an empty R-FIRST, then the rest in the next block.
+        let log = recyclable_log(14, &[BLOCK_SIZE - 22, 100]);
+        assert_eq!(
+            layout(&log, 0, rocksdb(14))[1..],
+            ["32757 t6 h11 0 log14 ok", "32768 t8 h11 100 log14 ok"]
+        );
+        let first = Pieces::new(&log, 0, rocksdb(14)).nth(1).unwrap();
+        assert_eq!(first.fragment().unwrap().part(), Some(Part::First));
+    }
+
+    #[test]
+    fn fragments_of_another_log_are_old_whatever_their_checksum() {
+        let mut log = recyclable_log(12, &[3]);
+        log.extend_from_slice(&recyclable_log(8, &[3, 3, 4])[14..]);
+        let mut damaged = log.clone();
+        damaged[14 + 12] ^= 1;
+        assert_eq!(
+            layout(&log, 0, rocksdb(12)),
+            ["0 t5 h11 3 log12 ok", "14 old log8 ok", "28 old log8 ok"]
+        );
+        assert_eq!(
+            layout(&damaged, 0, rocksdb(12)),
+            ["0 t5 h11 3 log12 ok", "14 old log8 bad", "28 old log8 ok"]
+        );
+        // Read as log 8, it is log 12's fragment that is old.
+        assert_eq!(layout(&log, 0, rocksdb(8))[0], "0 old log12 ok");
+    }
+
+    #[test]
+    fn metadata_records_are_parsed() {
+        let mut log = legacy_header(9, &[7, 0, 0, 0]).to_vec();
+        log.extend_from_slice(&[7, 0, 0, 0]);
+        let mut encoder = LogEncoder::builder().recyclable(5).offset(11).build();
+        let mut rest = BytesMut::new();
+        encoder
+            .encode_timestamp_sizes(
+                &[TimestampSize {
+                    column_family: 2,
+                    timestamp_size: 8,
+                }],
+                &mut rest,
+            )
+            .unwrap();
+        let info = PredecessorWalInfo {
+            log_number: 4,
+            size_bytes: 4096,
+            last_sequence: 99,
+        };
+        encoder.encode_predecessor_wal_info(&info, &mut rest);
+        encoder.encode_record(b"data", &mut rest);
+        log.extend_from_slice(&rest);
+
+        let pieces: Vec<_> = Pieces::new(&log, 0, rocksdb(5)).collect();
+        assert_eq!(pieces.len(), 4);
+        match pieces[0] {
+            Piece::Metadata {
+                fragment, record, ..
+            } => {
+                assert_eq!(fragment.header_len(), 7);
+                assert_eq!(record, Ok(Metadata::Compression(WalCompressionType::Zstd)));
+            }
+            other => panic!("{other:?}"),
+        }
+        match pieces[1] {
+            Piece::Metadata {
+                fragment,
+                record: Ok(Metadata::TimestampSizes(sizes)),
+                ..
+            } => {
+                assert_eq!(fragment.type_byte(), 11);
+                assert_eq!(fragment.header_len(), 11);
+                let entries: Vec<_> = sizes
+                    .iter()
+                    .map(|s| (s.column_family, s.timestamp_size))
+                    .collect();
+                assert_eq!(entries, [(2, 8)]);
+            }
+            other => panic!("{other:?}"),
+        }
+        match pieces[2] {
+            Piece::Metadata {
+                fragment, record, ..
+            } => {
+                assert_eq!(fragment.type_byte(), 131);
+                assert_eq!(record, Ok(Metadata::PredecessorWal(info)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            pieces[3],
+            Piece::Fragment {
+                checksum_ok: true,
+                ..
+            }
+        ));
+        // LevelDB knows none of them: type 9 is a fragment of an unknown type.
+        let first = Pieces::new(&log, 0, FragmentRules::new(Dialect::LevelDb))
+            .next()
+            .unwrap();
+        assert!(matches!(
+            first,
+            Piece::Fragment { fragment, checksum_ok: true, .. } if fragment.fragment_type().is_none()
+        ));
+    }
+
+    #[test]
+    fn a_malformed_metadata_payload_is_an_error_not_a_panic() {
+        let mut log = legacy_header(130, &[1, 2, 3]).to_vec();
+        log.extend_from_slice(&[1, 2, 3]);
+        match Pieces::new(&log, 0, rocksdb(1)).next().unwrap() {
+            Piece::Metadata { record, .. } => {
+                assert_eq!(record, Err(MetadataError::TooShort { needed: 24, len: 3 }))
+            }
+            other => panic!("{other:?}"),
+        }
+        // With a bad checksum it is only a damaged fragment.
+        log[7] ^= 1;
+        assert_eq!(layout(&log, 0, rocksdb(1)), ["0 t130 h7 3 bad"]);
+    }
+
+    #[test]
+    fn unknown_types_with_bit_7_are_ignorable() {
+        let mut log = legacy_header(200, b"meta").to_vec();
+        log.extend_from_slice(b"meta");
+        let mut recyclable = recyclable_header(5, 1, b"x").to_vec();
+        recyclable.push(b'x');
+        log.extend_from_slice(&recyclable);
+        assert_eq!(
+            layout(&log, 0, rocksdb(1)),
+            ["0 t200 h7 4 ok ignorable", "11 t5 h11 1 log1 ok"]
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_are_tiled_in_rocksdb_without_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..2 * BLOCK_SIZE),
+            start_block in 0u64..3,
+            log_number in 0u64..3,
+        ) {
+            assert_tiles(&bytes, start_block * BLOCK_SIZE as u64, rocksdb(log_number));
+        }
+
+        #[test]
+        fn damaged_recycled_logs_are_tiled_and_agree_block_by_block(
+            lens in proptest::collection::vec(0usize..40_000, 1..6),
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut log = recyclable_log(9, &lens);
+            for (at, value) in flips {
+                let at = at.index(log.len());
+                log[at] = value;
+            }
+            let log = &log[..cut.index(log.len() + 1)];
+            assert_tiles(log, 0, rocksdb(9));
+            let mut by_block = Vec::new();
+            for (i, block) in log.chunks(BLOCK_SIZE).enumerate() {
+                by_block.extend(layout(block, (i * BLOCK_SIZE) as u64, rocksdb(9)));
+            }
+            prop_assert_eq!(by_block, layout(log, 0, rocksdb(9)));
         }
     }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::Stream;
-use tokio::io::{AsyncRead, AsyncSeekExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt};
 use tokio_util::codec::Decoder;
 use tokio_util::io::poll_read_buf;
 
@@ -26,7 +26,7 @@ use crate::format::{block_start, Position, BLOCK_SIZE};
 use crate::record_reader::StreamState;
 use crate::{Error, LogDecoder, LogDecoderBuilder};
 
-mod guard;
+pub(crate) mod guard;
 mod readahead;
 
 use guard::FileGuard;
@@ -382,6 +382,7 @@ impl LogReader<ReadAhead> {
         start_offset: u64,
         builder: &LogDecoderBuilder,
     ) -> Result<LogReader<ReadAhead>, Error> {
+        let builder = with_log_start(path.as_ref(), start_offset, builder).await?;
         let source = ReadAhead::open(path, block_start(start_offset)).await?;
         let decoder = builder.clone().start_offset(start_offset).build();
         Ok(LogReader::from_read_ahead(source, decoder))
@@ -428,6 +429,25 @@ impl LogReader<ReadAhead> {
         builder.end_offset(range.end);
         LogReader::open_at(path, range.start, &builder).await
     }
+}
+
+/// `builder`, told what the log's start says when a decoder from `start_offset`
+/// would not read it (RocksDB's compression-type record, for a read past the first
+/// block of a compressed WAL).
+async fn with_log_start(
+    path: &Path,
+    start_offset: u64,
+    builder: &LogDecoderBuilder,
+) -> Result<LogDecoderBuilder, Error> {
+    let mut builder = builder.clone();
+    if builder.needs_log_start(start_offset) {
+        let file = tokio::fs::File::open(path).await?;
+        // The type-9 record: a 7-byte header and a 4-byte payload.
+        let mut log_start = Vec::with_capacity(16);
+        file.take(16).read_to_end(&mut log_start).await?;
+        builder.learn_log_start(&log_start);
+    }
+    Ok(builder)
 }
 
 /// Cuts `[0, len)` into `parts` contiguous ranges of nearly equal size, for
@@ -519,6 +539,7 @@ impl LogTailer<tokio::fs::File> {
         start_offset: u64,
         builder: &LogDecoderBuilder,
     ) -> Result<LogTailer<tokio::fs::File>, Error> {
+        let builder = with_log_start(path.as_ref(), start_offset, builder).await?;
         // A tokio file rather than a read-ahead: a tailer spends its time waiting at
         // the end, where reading ahead has nothing to read.
         let mut file = tokio::fs::File::open(&path).await?;

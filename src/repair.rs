@@ -369,6 +369,19 @@ async fn lost_after_sync(
                 .min(file_len);
             let mut fragment = vec![0u8; (end - offset) as usize];
             read_at(file, offset, &mut fragment).await?;
+            // A write that began right after the last complete record, mid-sector,
+            // whose first page was lost while later ones landed: the fragment
+            // starts with zeros up to the sector's end, then holds data.
+            let sector_end = offset.next_multiple_of(SECTOR_BYTES);
+            if offset == scan.valid_len
+                && sector_end > offset
+                && sector_end < end
+                && fragment[..(sector_end - offset) as usize]
+                    .iter()
+                    .all(|&b| b == 0)
+            {
+                return Ok(true);
+            }
             let zeros_from = match fragment.iter().rposition(|&b| b != 0) {
                 Some(last) => offset + last as u64 + 1,
                 None => offset,

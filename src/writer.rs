@@ -51,7 +51,7 @@ use tokio::sync::{oneshot, watch, Semaphore};
 pub use storage::{FileStorage, Storage};
 pub use stream::DEFAULT_STREAM_STALL_TIMEOUT;
 
-use crate::format::{Position, HEADER_SIZE, MAX_FRAGMENT_PAYLOAD};
+use crate::format::Position;
 use crate::repair::recover_file;
 use crate::{Error, LogEncoder, DEFAULT_MAX_RECORD_BYTES};
 
@@ -204,6 +204,11 @@ impl WriterOptions {
         self
     }
 
+    /// The format set by [`format`](Self::format).
+    pub(crate) fn format_in_use(&self) -> crate::LogFormat {
+        self.format
+    }
+
     /// The format records are written in (default LevelDB's): e.g.
     /// `LogFormat::leveldb().recyclable(log_number)` for a RocksDB recyclable WAL; see
     /// [`LogFormat`](crate::LogFormat). With a RocksDB format, [`open`](Self::open)
@@ -277,17 +282,21 @@ impl WriterOptions {
                          use create for a new log",
                     )));
                 }
-                // What a crash or power cut can leave after the last sync: at most
-                // the queue and the batch being written (with a writer's defaults
-                // at least), plus the block they end in.
-                let unsynced_window = (self.max_queued_bytes.max(DEFAULT_MAX_QUEUED_BYTES)
-                    + self.max_batch_bytes.max(DEFAULT_MAX_BATCH_BYTES)
-                    + crate::BLOCK_SIZE) as u64;
-                let scan = recover_file(&mut file, self.max_record_bytes, unsynced_window).await?;
+                let scan =
+                    recover_file(&mut file, self.max_record_bytes, self.unsynced_window()).await?;
                 self.from_file(file, scan.valid_len).await
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// What a crash or power cut can leave after the last sync: at most the queue
+    /// and the batch being written (with a writer's defaults at least), plus the
+    /// block they end in.
+    pub(crate) fn unsynced_window(&self) -> u64 {
+        (self.max_queued_bytes.max(DEFAULT_MAX_QUEUED_BYTES)
+            + self.max_batch_bytes.max(DEFAULT_MAX_BATCH_BYTES)
+            + crate::BLOCK_SIZE) as u64
     }
 
     /// Appends to an open file that holds a valid log of exactly `len` bytes (repair
@@ -361,6 +370,7 @@ impl WriterOptions {
             min_sync_interval: self.min_sync_interval,
             preallocate: self.preallocate,
             max_record_bytes: self.max_record_bytes,
+            format: self.format,
             stream_stall_timeout: self.stream_stall_timeout,
             stream_gate: tokio::sync::Mutex::new(()),
             stream_done: tokio::sync::Notify::new(),
@@ -699,7 +709,7 @@ impl AsyncLogWriter {
                     max: shared.max_record_bytes,
                 });
             }
-            estimate = estimate.saturating_add(max_encoded_len(len));
+            estimate = estimate.saturating_add(shared.format.max_encoded_len(len));
         }
         // Room in the queue, capped so a record larger than the queue still fits alone.
         let permits = estimate.min(shared.max_queued_bytes);
@@ -766,12 +776,6 @@ impl AsyncLogWriter {
                 .unwrap_or_else(|_| Err(self.handle.shared.refusal())),
         }
     }
-}
-
-/// The most bytes a record of `len` bytes can encode to: a header per fragment (one
-/// more fragment than a fresh block needs, for a start late in a block) and a trailer.
-pub(crate) fn max_encoded_len(len: usize) -> usize {
-    len + HEADER_SIZE * (len / MAX_FRAGMENT_PAYLOAD + 2) + (HEADER_SIZE - 1)
 }
 
 /// What a writer has done, from [`AsyncLogWriter::stats`].
@@ -845,6 +849,8 @@ struct Shared {
     /// Step by which the file is grown ahead of the log; 0 when it is not.
     preallocate: u64,
     max_record_bytes: usize,
+    /// The format records are encoded in (for estimates of their encoded size).
+    format: crate::LogFormat,
     /// See [`WriterOptions::stream_stall_timeout`].
     stream_stall_timeout: Duration,
     /// Held by a streamed append for its whole record: one at a time.

@@ -2,11 +2,13 @@
 //! `walcodec::fragment` reproduces `physical::Chunks` exactly, chunk for chunk, on
 //! LevelDB logs with any damage. This is the contract phase 2 relies on to put
 //! `Chunks` (and the decoder) on the fragment layer without changing behaviour.
+//! `physical::Pieces`, the walk in RocksDB's dialect, reproduces the `chunks.txt` of
+//! every RocksDB vector up to where the live log ends.
 
 use bytes::BytesMut;
 use proptest::prelude::*;
 use walcodec::fragment::{Defect, FragmentRules, Parsed};
-use walcodec::physical::{Chunk, Chunks, Header};
+use walcodec::physical::{Chunk, Chunks, Header, Piece, Pieces};
 use walcodec::{Dialect, LogEncoder, BLOCK_SIZE};
 
 /// `physical::Chunks`, written on the fragment layer.
@@ -119,6 +121,94 @@ fn the_leveldb_vectors_walk_the_same() {
             path.display()
         );
     }
+}
+
+/// A piece as `chunks.txt` of the RocksDB vectors prints it, without the type's name;
+/// `None` for damage, where that file's tool and the reader's rules part ways.
+fn chunks_txt_line(piece: &Piece<'_>) -> Option<String> {
+    let block = BLOCK_SIZE as u64;
+    let fragment_line = |offset: u64, fragment: walcodec::fragment::Fragment, ok: bool| {
+        format!(
+            "{offset} blk={}/{} type={} len={} crc={}{}",
+            offset / block,
+            offset % block,
+            fragment.type_byte(),
+            fragment.header().length,
+            if ok { "ok" } else { "BAD" },
+            fragment
+                .log_number()
+                .map(|n| format!(" log={n}"))
+                .unwrap_or_default()
+        )
+    };
+    Some(match *piece {
+        Piece::Fragment {
+            offset,
+            fragment,
+            checksum_ok,
+            ..
+        }
+        | Piece::Old {
+            offset,
+            fragment,
+            checksum_ok,
+            ..
+        } => fragment_line(offset, fragment, checksum_ok),
+        Piece::Metadata {
+            offset, fragment, ..
+        } => fragment_line(offset, fragment, true),
+        // logchunks.py knows only the legacy rule: 7 to 10 bytes are "zeros".
+        Piece::Trailer { offset, bytes } if bytes.len() >= 7 => {
+            format!("zeros {offset} {}", bytes.len())
+        }
+        Piece::Trailer { offset, bytes } => format!("pad {offset} {}", bytes.len()),
+        _ => return None,
+    })
+}
+
+#[test]
+fn rocksdb_vectors_walk_as_their_chunks_txt() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rocksdb-wal");
+    let mut walked = 0;
+    for case in std::fs::read_dir(&root).unwrap() {
+        let case = case.unwrap().path();
+        if !case.is_dir() {
+            continue;
+        }
+        for entry in std::fs::read_dir(&case).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            let Some(number) = name.strip_suffix(".log") else {
+                continue;
+            };
+            let log_number: u64 = number.parse().unwrap();
+            let log = std::fs::read(&path).unwrap();
+            let rules = FragmentRules::new(Dialect::RocksDb).log_number(log_number);
+            let expected = std::fs::read_to_string(format!("{}.chunks.txt", path.display()))
+                .unwrap()
+                .lines()
+                // Without the type names: ours are not that tool's.
+                .map(|line| match (line.find('('), line.find(')')) {
+                    (Some(open), Some(close)) => format!("{}{}", &line[..open], &line[close + 1..]),
+                    _ => line.to_string(),
+                })
+                .collect::<Vec<_>>();
+            let mut lines = Vec::new();
+            for piece in Pieces::new(&log, 0, rules) {
+                match chunks_txt_line(&piece) {
+                    Some(line) => lines.push(line),
+                    None => break,
+                }
+            }
+            assert!(lines.len() >= 2, "{}", path.display());
+            assert_eq!(lines[..], expected[..lines.len()], "{}", path.display());
+            if lines.len() == expected.len() - 1 {
+                assert_eq!(expected.last().unwrap(), &format!("size {}", log.len()));
+            }
+            walked += 1;
+        }
+    }
+    assert_eq!(walked, 10);
 }
 
 proptest! {

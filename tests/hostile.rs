@@ -199,6 +199,7 @@ fn limited(recovery: Recovery, max: usize) -> Config {
     Config {
         recovery,
         max_record_bytes: Some(max),
+        ..Config::DEFAULT
     }
 }
 
@@ -436,7 +437,7 @@ proptest! {
         seed in any::<u64>(),
         max_chunk in prop_oneof![1usize..=16, 17usize..=(3 * BLOCK_SIZE)],
     ) {
-        let config = Config { recovery, max_record_bytes };
+        let config = Config { recovery, max_record_bytes, ..Config::DEFAULT };
         let whole = decode_whole(&bytes, config);
         let (framed, progress) =
             drive(Bytes::from(bytes.clone()), config, seed, max_chunk.max(bytes.len() / 1_000));
@@ -463,6 +464,134 @@ proptest! {
         }
         while let Some(record) = decoder.decode_eof(&mut src).unwrap() {
             prop_assert!(record.len() <= max_record_bytes);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Compression bombs (RocksDB's zstd WALs): the inflated size is bounded by
+// `max_record_bytes` whatever the frame claims or holds.
+
+#[cfg(feature = "zstd")]
+mod compression_bombs {
+    use super::*;
+    use std::io::Write;
+    use walcodec::fragment::legacy_header;
+    use walcodec::metadata::WalCompressionType;
+    use walcodec::{Dialect, LogEncoder};
+
+    /// A compressed WAL's start: the type-9 record.
+    fn compressed_log() -> Vec<u8> {
+        let zstd = WalCompressionType::Zstd.to_payload();
+        let mut log = legacy_header(9, &zstd).to_vec();
+        log.extend_from_slice(&zstd);
+        log
+    }
+
+    /// `log` with `payload` appended as one FULL fragment.
+    fn push_full(log: &mut Vec<u8>, payload: &[u8]) {
+        log.extend_from_slice(&legacy_header(1, payload));
+        log.extend_from_slice(payload);
+    }
+
+    /// Decodes `log` whole in `recovery` with a 1 MiB limit; the outcome and the
+    /// decoding's memory.
+    fn decode_limited(log: &[u8], recovery: Recovery) -> (Outcome, Usage) {
+        let config = Config {
+            recovery,
+            max_record_bytes: Some(MIB),
+            dialect: Dialect::RocksDb,
+            ..Config::DEFAULT
+        };
+        measure(|| decode_whole(log, config))
+    }
+
+    /// Each mode: an error in the strict ones, a report in the others, and never
+    /// more memory than the limit allows.
+    fn assert_refused(log: &[u8], what: &str, then: &[u8]) {
+        for recovery in Recovery::ALL {
+            let (outcome, usage) = decode_limited(log, recovery);
+            assert!(
+                usage.peak_bytes <= memory_bound(MIB) + 4 * MIB,
+                "{what}: {usage:?}"
+            );
+            match recovery {
+                Recovery::TolerateTail | Recovery::AbsoluteConsistency => {
+                    assert!(outcome.records.is_empty(), "{what}");
+                    assert!(outcome.error.is_some(), "{what}");
+                }
+                _ => {
+                    assert_eq!(outcome.reports.len(), 1, "{what}: {outcome:?}");
+                    assert_eq!(outcome.error, None, "{what}");
+                    let expected: Vec<Vec<u8>> = match recovery {
+                        Recovery::SkipCorrupted => vec![then.to_vec()],
+                        _ => vec![],
+                    };
+                    assert_eq!(outcome.record_vecs(), expected, "{what}");
+                }
+            }
+        }
+    }
+
+    /// A 64 MiB record of zeros, compressed as RocksDB does (its frame declares
+    /// the size): refused before anything is inflated.
+    #[test]
+    fn a_frame_declaring_a_huge_size_is_refused_before_inflating() {
+        let mut log = bytes::BytesMut::new();
+        let mut encoder = LogEncoder::builder().zstd().build();
+        encoder.encode_record(&vec![0u8; 64 * MIB], &mut log);
+        encoder.encode_record(b"next", &mut log);
+        assert!(log.len() < 64 * 1024, "{}", log.len());
+        assert_refused(&log, "declared 64 MiB", b"next");
+        let (outcome, _) = decode_limited(&log, Recovery::TolerateTail);
+        let error = outcome.error.unwrap();
+        assert!(error.contains("larger than the limit"), "{error}");
+    }
+
+    /// A frame with no declared size (a streaming compressor's) that inflates to
+    /// 64 MiB: inflation stops at the limit.
+    #[test]
+    fn a_frame_without_a_size_stops_at_the_limit() {
+        let mut compressor = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+        compressor.include_contentsize(false).unwrap();
+        compressor.long_distance_matching(false).unwrap();
+        for _ in 0..64 {
+            compressor.write_all(&vec![0u8; MIB]).unwrap();
+        }
+        let frame = compressor.finish().unwrap();
+        assert!(frame.len() < BLOCK_SIZE - HEADER_SIZE, "{}", frame.len());
+        let mut log = compressed_log();
+        push_full(&mut log, &frame);
+        let mut next = Vec::new();
+        zstd::stream::copy_encode(&b"next"[..], &mut next, 1).unwrap();
+        push_full(&mut log, &next);
+        assert_refused(&log, "no declared size", b"next");
+    }
+
+    /// Anything but zstd frames after the compression record: typed errors or
+    /// reports, no panic, whatever the bytes.
+    #[test]
+    fn garbage_after_the_compression_record_is_damage() {
+        let mut rng = SplitMix64::new(7);
+        for case in 0..200 {
+            let mut log = compressed_log();
+            for _ in 0..rng.range(1, 6) {
+                let mut payload = vec![0u8; rng.range(0, 3000)];
+                rng.fill(&mut payload);
+                if case % 3 == 0 && payload.len() >= 4 {
+                    // A zstd magic number before the garbage.
+                    payload[..4].copy_from_slice(&[0x28, 0xb5, 0x2f, 0xfd]);
+                }
+                push_full(&mut log, &payload);
+            }
+            for recovery in Recovery::ALL {
+                let (outcome, usage) = decode_limited(&log, recovery);
+                assert!(usage.peak_bytes <= memory_bound(MIB), "{usage:?}");
+                for record in &outcome.records {
+                    // Only an empty payload, RocksDB's empty record, comes back.
+                    assert!(record.is_empty(), "case {case}: garbage inflated");
+                }
+            }
         }
     }
 }

@@ -492,3 +492,31 @@ async fn reopen_cuts_a_page_lost_in_the_unsynced_tail_and_nothing_else() {
         Err(Error::Corruption { .. })
     ));
 }
+
+/// A write that began right after the last complete record, 2 bytes before a sector
+/// (and page) boundary, whose first page was lost in write-back while the later
+/// pages landed: the next record's fragment starts with 2 zero bytes, then holds
+/// data. Reopening the writer cuts it (the record was never acknowledged); the same
+/// shape further from the end than the writer's unsynced window is corruption.
+#[tokio::test]
+async fn a_first_page_lost_after_the_last_record_is_cut_on_reopen() {
+    let records = vec![record(1, 4096 - 2 - 7), record(2, 10_000)];
+    let (log, positions) = encode(&records);
+    assert_eq!(positions[0].end, 4094);
+    let mut lost = log.clone();
+    lost[4094..4096].fill(0);
+    let file = log_file(&lost);
+    let writer = AsyncLogWriter::open(&file.path).await.unwrap();
+    writer.append(b"after").await.unwrap();
+    writer.close().await.unwrap();
+    assert_eq!(
+        read_strict(&file.path).await,
+        vec![records[0].clone(), b"after".to_vec()]
+    );
+
+    // Far more data after it than a writer leaves unsynced: damage, refused.
+    let mut far = lost.clone();
+    far.resize(far.len() + (12 << 20), 0xab);
+    let file = log_file(&far);
+    assert!(AsyncLogWriter::open(&file.path).await.is_err());
+}

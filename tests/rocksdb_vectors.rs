@@ -5,10 +5,13 @@
 //! Byte identity is checked over each file's live records: a live recycled WAL goes
 //! on with an earlier log's stale bytes, which no writer of these records produces.
 
+mod rocksdb_support;
+
 use std::fs;
 use std::path::PathBuf;
 
 use bytes::BytesMut;
+use rocksdb_support::{data_path, expected_records, log_number};
 use walcodec::fragment::{Defect, FragmentRules, FragmentType, Parsed, Part};
 use walcodec::{Dialect, LogEncoder, LogFormat, BLOCK_SIZE};
 
@@ -84,29 +87,6 @@ const VECTORS: [Vector; 10] = [
         live_len: 2_160,
     },
 ];
-
-fn data_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/rocksdb-wal")
-        .join(name)
-}
-
-fn log_number(name: &str) -> u64 {
-    let file = name.rsplit('/').next().unwrap();
-    file.trim_end_matches(".log").parse().unwrap()
-}
-
-fn hex_decode(line: &str) -> Vec<u8> {
-    (0..line.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&line[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-fn expected_records(name: &str) -> Vec<Vec<u8>> {
-    let text = fs::read_to_string(data_path(&format!("{name}.expected.hex"))).unwrap();
-    text.lines().map(hex_decode).collect()
-}
 
 /// What a walk of a whole WAL with the fragment layer found.
 struct Walk {

@@ -1,5 +1,5 @@
 //! The seam between a [`LogDir`](crate::LogDir) and its directory: creating,
-//! syncing and deleting segment files. Tests put a fault-injecting implementation in
+//! syncing, renaming and deleting its files. Tests put a fault-injecting implementation in
 //! its place to fail any step of a rotation, a purge or a truncation.
 
 use std::fs::{File, OpenOptions};
@@ -44,6 +44,12 @@ pub trait DirStorage: Send + Sync + std::fmt::Debug + 'static {
     /// Deletes the file at `path`.
     fn remove(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+
+    /// Renames `from` to `to`, replacing `to` atomically (durable after the next
+    /// [`sync_dir`](Self::sync_dir)).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
     }
 
     /// The writer's storage on an open segment file, positioned where the next

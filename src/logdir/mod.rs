@@ -2,6 +2,7 @@
 //! options, positions, recovery, reading and retention.
 
 mod fs;
+mod listing;
 mod lock;
 mod position;
 mod reader;
@@ -18,6 +19,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{watch, RwLock};
 
 pub use fs::{DirStorage, OsDirStorage};
+pub use listing::{SegmentInfo, SegmentList};
 pub use position::{LogPosition, ParsePositionError};
 pub use reader::{DirReader, DirRecord};
 pub(crate) use segment::segment_name;
@@ -25,7 +27,6 @@ pub(crate) use segment::segment_name;
 use fs::blocking;
 use segment::segment_path;
 
-use crate::writer::max_encoded_len;
 use crate::{AsyncLogWriter, Error, LogDecoder, LogReader, WriterOptions};
 
 /// Default size at which the active segment is sealed and the next one started: 64 MiB.
@@ -100,9 +101,11 @@ impl LogDirOptions {
     }
 
     /// Group-commit settings of the active segment's writer (see [`WriterOptions`]).
-    /// With [`WriterOptions::preallocate`], a follower in another process may read
-    /// the zeros ahead of the writer; followers in the writer's process are not
-    /// affected.
+    /// With [`WriterOptions::preallocate`], a reader in another process
+    /// ([`DirReader::open`]) reads the zeros ahead of the writer, and fails with
+    /// [`Error::TruncatedUnderReader`] when the writer fills them in (it cannot
+    /// tell that from a rewritten file); keep preallocation off for a log followed
+    /// from another process. Readers in the writer's process are not affected.
     pub fn writer(&mut self, options: WriterOptions) -> &mut Self {
         self.writer = options;
         self
@@ -135,12 +138,14 @@ impl LogDirOptions {
     /// Opens the log directory at `path`, creating it (and its first segment) when
     /// it does not exist, and recovers it:
     ///
-    /// - a truncation a crash interrupted is finished;
+    /// - a truncation a crash interrupted is finished, and so is a purge (the
+    ///   segments its durable `PURGED` file covers are deleted);
     /// - the segments must be consecutive numbers: a hole is
     ///   [`Error::MissingSegment`];
     /// - every sealed segment must read cleanly to its end
     ///   ([`Error::BadSegment`] otherwise);
-    /// - the last segment's torn tail is cut, as [`AsyncLogWriter::open`] does.
+    /// - the last segment's torn tail is cut, as [`AsyncLogWriter::open`] does,
+    ///   pages a power cut lost in its unsynced end included.
     ///
     /// Files that are not segments are left alone. Takes the directory's lock:
     /// [`Error::Locked`] when another `LogDir`, in this process or another, has it
@@ -169,7 +174,8 @@ impl LogDirOptions {
                 .await
                 .map_err(std::io::Error::other)??
         };
-        let recovered = recovery::recover(&dir, &self.storage).await?;
+        let recovered =
+            recovery::recover(&dir, &self.storage, self.writer.unsynced_window()).await?;
         let storage = self.storage.storage(recovered.active_file);
         let writer = self.writer.from_storage(storage, recovered.active_len)?;
         let first = recovered
@@ -431,6 +437,46 @@ impl Active {
 }
 
 impl LogDir {
+    /// Lists the segment files of the log directory at `path` that a reader would
+    /// read, oldest first, with their lengths: the `NNNNNN.log` files after the last
+    /// segment purged (those a crash kept from a purge are left out, as
+    /// [`DirReader::open`] leaves them out). Other files are ignored.
+    ///
+    /// Holes are not an error here, so that a tool can report them all:
+    /// [`SegmentList::holes`] lists them, [`SegmentList::check`] turns the first
+    /// into [`Error::MissingSegment`]. Takes no lock and changes nothing, so it
+    /// works beside a live writer (whose active segment may grow after it is
+    /// listed). Blocking file-system calls: in async code, call it from
+    /// [`tokio::task::spawn_blocking`].
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// use walcodec::LogDir;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = LogDir::builder().max_segment_bytes(1024).open(dir.path()).await?;
+    /// for i in 0..100 {
+    ///     log.append(format!("event {i}")).await?;
+    /// }
+    /// log.close().await?;
+    ///
+    /// let listed = LogDir::list(dir.path())?;
+    /// listed.check()?; // no hole
+    /// assert!(listed.segments.len() > 1);
+    /// assert_eq!(listed.segments[0].number, 1);
+    /// assert!(listed.segments[0].path.ends_with("000001.log"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Io`] when `path` is not a directory or cannot be read, or its
+    /// `PURGED` file is unreadable.
+    pub fn list(path: impl AsRef<Path>) -> Result<SegmentList, Error> {
+        listing::list(path.as_ref())
+    }
+
     /// Configures a log directory: see [`LogDirOptions`].
     pub fn builder() -> LogDirOptions {
         LogDirOptions::new()
@@ -468,7 +514,12 @@ impl LogDir {
                 max: crate::DEFAULT_MAX_RECORD_BYTES,
             });
         }
-        let estimate = max_encoded_len(record.len()) as u64;
+        let estimate = self
+            .inner
+            .options
+            .writer
+            .format_in_use()
+            .max_encoded_len(record.len()) as u64;
         let max = self.inner.options.max_segment_bytes;
         loop {
             let active = self.inner.active.read().await;
@@ -561,7 +612,9 @@ impl LogDir {
     }
 
     /// Deletes the whole segments that end at or before `pos`, oldest first, and
-    /// syncs the directory; returns their numbers. Never the active segment, nor a
+    /// syncs the directory; returns their numbers. Where the purge ends is made
+    /// durable first (the `PURGED` file), so a crash in the middle leaves segments
+    /// that [`open`](LogDirOptions::open) deletes, never a hole. Never the active segment, nor a
     /// segment a [`DirReader`] of this log still needs (those and every later one
     /// are kept), so a purge never leaves a hole.
     ///
@@ -607,10 +660,14 @@ impl LogDir {
         let storage = Arc::clone(&self.inner.options.storage);
         let deleted = victims.clone();
         let result = blocking(move || {
-            // First where the purge ends, so a checkpoint there still reads after a
-            // restart; the directory sync below makes both durable.
+            // First where the purge ends, durably: it decides the purge, so that a
+            // crash that keeps some of the deletions below and not others (a
+            // directory's changes reach the disk in any order until it is synced)
+            // leaves a log `open` finishes purging, never one with a hole. It also
+            // lets a checkpoint there still read after a restart.
             if let Err(e) =
                 recovery::write_position_file(&dir, recovery::PURGED_FILE, through, &*storage)
+                    .and_then(|()| storage.sync_dir(&dir))
             {
                 return Ok(Err((deleted[0], e)));
             }

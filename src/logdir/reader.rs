@@ -12,6 +12,16 @@
 //! At the end of what is readable, a plain reader returns `None`; a follower waits:
 //! on the writer's watch channel in its process (no polling), by polling every
 //! `poll_interval` elsewhere.
+//!
+//! In another process nothing tells the reader that a segment changed under it, so
+//! it watches the file it reads with the `FileGuard` a
+//! [`LogTailer`](crate::LogTailer) uses: before it reads on after a read that
+//! reached the file's end,
+//! the file must still be the one it opened (device and inode), at least as long as
+//! what was read, and hold the same bytes in the last block read (and still zeros
+//! where it read zeros). A segment cut, replaced, removed, or rewritten in place
+//! (cut and grown again, overwritten, preallocated zeros filled in) fails the reader
+//! with [`Error::TruncatedUnderReader`].
 
 use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
@@ -26,7 +36,9 @@ use tokio_util::codec::Decoder;
 use super::position::LogPosition;
 use super::segment::{list_segments, segment_path};
 use super::Inner;
+use crate::error::LogChange;
 use crate::format::block_start;
+use crate::reader::guard::FileGuard;
 use crate::{Error, LogDecoder, DEFAULT_POLL_INTERVAL};
 
 /// Bytes read from a segment file at a time.
@@ -54,8 +66,10 @@ pub struct DirRecord {
 ///
 /// A reader fails (and then ends) rather than yield a record that is no longer in
 /// the log: [`Error::TruncatedUnderReader`] when the log was cut before where it
-/// had read, [`Error::Purged`] or [`Error::MissingSegment`] when the next segment
-/// is gone, [`Error::BadSegment`] on damage.
+/// had read (in another process: when the segment file being read was cut,
+/// replaced, removed or rewritten in place), [`Error::Purged`] or
+/// [`Error::MissingSegment`] when the next segment is gone, [`Error::BadSegment`]
+/// on damage.
 ///
 /// ```
 /// # #[tokio::main]
@@ -120,8 +134,11 @@ struct Cursor {
     read_to: u64,
     /// The segment is over and every byte of it is in `buf`.
     at_eof: bool,
-    #[cfg(unix)]
-    inode: u64,
+    /// In another process: what tells that the file changed under the reader.
+    guard: Option<FileGuard>,
+    /// The last read reached the file's end (it got fewer bytes than it asked for):
+    /// the file must be checked before the next, which may come after any change.
+    reached_end: bool,
 }
 
 /// How much of the current segment may be read now.
@@ -183,8 +200,14 @@ impl DirReader {
             let dir = dir.clone();
             super::fs::blocking(move || list_segments(&dir)).await?
         };
-        let first = segments.first().copied().unwrap_or(1);
         let purged_through = super::recovery::read_purged(&dir).await?;
+        // Segments a crash kept from a purge are not part of the log (the writer's
+        // `open` deletes them).
+        let first = segments
+            .iter()
+            .copied()
+            .find(|&segment| segment > purged_through.segment)
+            .unwrap_or(purged_through.segment + 1);
         let from = super::resolve_start(from, first, purged_through)?;
         Ok(DirReader {
             dir,
@@ -290,16 +313,8 @@ impl DirReader {
                 Some(limit) => limit.saturating_sub(cursor.read_to).min(READ_CHUNK as u64) as usize,
                 None => READ_CHUNK,
             };
-            if room > 0 {
-                cursor.buf.reserve(room);
-                let n = (&mut cursor.file)
-                    .take(room as u64)
-                    .read_buf(&mut cursor.buf)
-                    .await?;
-                cursor.read_to += n as u64;
-                if n > 0 {
-                    continue;
-                }
+            if room > 0 && self.fill(room).await? > 0 {
+                continue;
             }
             if readable.sealed {
                 // Sealed before the read above: the read saw all of it.
@@ -311,24 +326,46 @@ impl DirReader {
                 // The writer moved on after the read above, and may have written the
                 // segment's last bytes in between: read once more, now that nothing
                 // more can come, before taking its end for the end.
-                let cursor = self.cursor.as_mut().expect("opened above");
-                cursor.buf.reserve(READ_CHUNK);
-                let n = (&mut cursor.file)
-                    .take(READ_CHUNK as u64)
-                    .read_buf(&mut cursor.buf)
-                    .await?;
-                cursor.read_to += n as u64;
-                if n == 0 {
-                    cursor.at_eof = true;
+                if self.fill(READ_CHUNK).await? == 0 {
+                    self.cursor.as_mut().expect("opened above").at_eof = true;
                 }
                 continue;
             }
             if !self.follow {
                 return Ok(None);
             }
-            self.check_file()?;
             self.wait().await;
         }
+    }
+
+    /// Reads up to `max` more bytes of the current segment into its buffer; 0 at
+    /// the end of the file. When the last read reached the file's end, checks first
+    /// that the file is still the one read (another process), as a
+    /// [`LogTailer`](crate::LogTailer) does after each wait: the writer may have cut
+    /// and regrown it since, and once new bytes are read a rewrite before them can
+    /// no longer be seen. Reads that got all they asked for skip the check, so
+    /// catching up costs nothing more.
+    async fn fill(&mut self, max: usize) -> Result<usize, Error> {
+        let segment = self.segment;
+        let cursor = self.cursor.as_mut().expect("a segment is open");
+        if let (true, Some(guard)) = (cursor.reached_end, cursor.guard.as_mut()) {
+            guard
+                .verify(cursor.read_to)
+                .await
+                .map_err(|e| changed_under_reader(segment, cursor.read_to, e))?;
+        }
+        let before = cursor.buf.len();
+        cursor.buf.reserve(max);
+        let n = (&mut cursor.file)
+            .take(max as u64)
+            .read_buf(&mut cursor.buf)
+            .await?;
+        if let Some(guard) = cursor.guard.as_mut() {
+            guard.read(&cursor.buf[before..before + n]);
+        }
+        cursor.read_to += n as u64;
+        cursor.reached_end = n < max;
+        Ok(n)
     }
 
     /// Opens the current segment at the reader's offset; `false` when it does not
@@ -359,12 +396,20 @@ impl DirReader {
             }
             Err(e) => return Err(e.into()),
         };
-        #[cfg(unix)]
-        let inode = {
-            use std::os::unix::fs::MetadataExt;
-            file.metadata().await?.ino()
-        };
         let read_to = block_start(self.start_offset);
+        let guard = match self.source {
+            Source::Writer { .. } => None,
+            Source::Files => {
+                let metadata = file.metadata().await?;
+                let segment = self.segment;
+                let guard =
+                    tokio::task::spawn_blocking(move || FileGuard::new(path, &metadata, read_to))
+                        .await
+                        .map_err(|join| Error::Io(std::io::Error::other(join)))?
+                        .map_err(|e| changed_under_reader(segment, read_to, e))?;
+                Some(guard)
+            }
+        };
         file.seek(SeekFrom::Start(read_to)).await?;
         let decoder = LogDecoder::builder()
             .start_offset(self.start_offset)
@@ -375,8 +420,8 @@ impl DirReader {
             buf: BytesMut::new(),
             read_to,
             at_eof: false,
-            #[cfg(unix)]
-            inode,
+            guard,
+            reached_end: false,
         });
         Ok(true)
     }
@@ -478,37 +523,6 @@ impl DirReader {
         Ok(())
     }
 
-    /// In another process: fails if the segment file being followed was cut below
-    /// what was read, removed, or replaced.
-    fn check_file(&self) -> Result<(), Error> {
-        let (Source::Files, Some(cursor)) = (&self.source, &self.cursor) else {
-            return Ok(());
-        };
-        let path = segment_path(&self.dir, self.segment);
-        let reader = LogPosition::new(self.segment, cursor.read_to);
-        let cut = |len| Error::TruncatedUnderReader {
-            position: LogPosition::new(self.segment, len),
-            reader,
-        };
-        match std::fs::metadata(&path) {
-            Ok(meta) => {
-                #[cfg(unix)]
-                {
-                    use std::os::unix::fs::MetadataExt;
-                    if meta.ino() != cursor.inode {
-                        return Err(cut(0));
-                    }
-                }
-                if meta.len() < cursor.read_to {
-                    return Err(cut(meta.len()));
-                }
-                Ok(())
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(cut(0)),
-            Err(e) => Err(e.into()),
-        }
-    }
-
     /// Waits for the log to grow: on the writer's watch channel, or one poll interval.
     async fn wait(&mut self) {
         match &mut self.source {
@@ -526,6 +540,22 @@ impl Drop for DirReader {
         if let Source::Writer { inner, .. } = &self.source {
             inner.catalog().unpin(self.segment);
         }
+    }
+}
+
+/// What the guard of `segment`'s file found, read up to `read_to`, as a LogDir
+/// reader reports it: the log was cut (at the segment's new length, or at its start
+/// when the file is gone or another) or rewritten (at the first byte that changed).
+fn changed_under_reader(segment: u64, read_to: u64, error: Error) -> Error {
+    let position = |offset| Error::TruncatedUnderReader {
+        position: LogPosition::new(segment, offset),
+        reader: LogPosition::new(segment, read_to),
+    };
+    match error {
+        Error::LogChanged(LogChange::Shrunk { len, .. }) => position(len),
+        Error::LogChanged(LogChange::Replaced | LogChange::Removed) => position(0),
+        Error::LogChanged(LogChange::Rewritten { offset }) => position(offset),
+        other => other,
     }
 }
 

@@ -1,6 +1,6 @@
 //! What `LogDir::open` does before the first append: finish an interrupted
-//! truncation, check that the segments form one log, and cut the last one's torn
-//! tail.
+//! truncation or purge, check that the segments form one log, and cut the last
+//! one's torn tail.
 //!
 //! | segment          | may end in a torn tail | damage             |
 //! |------------------|------------------------|--------------------|
@@ -18,7 +18,7 @@ use tokio::io::AsyncSeekExt;
 use super::fs::{blocking, DirStorage};
 use super::position::LogPosition;
 use super::segment::{list_segments, segment_path};
-use crate::repair::{repair_file, scan_file};
+use crate::repair::{recover_file, scan_file};
 use crate::{Error, DEFAULT_MAX_RECORD_BYTES};
 
 /// The marker of a truncation in progress: holds the position to truncate after.
@@ -45,22 +45,31 @@ pub(crate) struct Recovered {
 }
 
 /// Recovers the log directory `dir` (whose lock the caller holds).
-pub(crate) async fn recover(dir: &Path, fs: &Arc<dyn DirStorage>) -> Result<Recovered, Error> {
+///
+/// The last segment's tail is cut as `AsyncLogWriter::open` cuts it, with the same
+/// `unsynced_window`: the damage a power cut leaves in the bytes written after the
+/// last sync (a page lost while a later one reached the disk) is cut too.
+pub(crate) async fn recover(
+    dir: &Path,
+    fs: &Arc<dyn DirStorage>,
+    unsynced_window: u64,
+) -> Result<Recovered, Error> {
     finish_truncation(dir, fs).await?;
-    let segments = {
-        let dir = dir.to_path_buf();
-        blocking(move || list_segments(&dir)).await?
-    };
+    let purged_through = read_purged(dir).await?;
+    let segments = finish_purge(dir, purged_through, fs).await?;
     let (first, last) = match (segments.first(), segments.last()) {
         (Some(&first), Some(&last)) => (first, last),
         _ => {
-            let file = create_segment(dir, 1, fs).await?;
+            // Numbers go on after the segments purged, never back to one the
+            // `PURGED` file covers.
+            let number = purged_through.segment + 1;
+            let file = create_segment(dir, number, fs).await?;
             return Ok(Recovered {
                 sealed: BTreeMap::new(),
-                active: 1,
+                active: number,
                 active_len: 0,
                 active_file: file,
-                purged_through: read_purged(dir).await?,
+                purged_through,
             });
         }
     };
@@ -77,7 +86,7 @@ pub(crate) async fn recover(dir: &Path, fs: &Arc<dyn DirStorage>) -> Result<Reco
         .write(true)
         .open(segment_path(dir, last))
         .await?;
-    let scan = repair_file(&mut file, DEFAULT_MAX_RECORD_BYTES)
+    let scan = recover_file(&mut file, DEFAULT_MAX_RECORD_BYTES, unsynced_window)
         .await
         .map_err(|e| bad_segment(last, e))?;
     file.seek(SeekFrom::Start(scan.valid_len)).await?;
@@ -86,22 +95,59 @@ pub(crate) async fn recover(dir: &Path, fs: &Arc<dyn DirStorage>) -> Result<Reco
         active: last,
         active_len: scan.valid_len,
         active_file: file.into_std().await,
-        purged_through: read_purged(dir).await?,
+        purged_through,
     })
+}
+
+/// Deletes the segments a purge decided (up to `purged_through`, as its durable
+/// `PURGED` file says) that a crash kept: the purge deletes them only after that
+/// file is durable, and a crash may keep any of its deletions and not others.
+/// Returns the segments left, in order.
+async fn finish_purge(
+    dir: &Path,
+    purged_through: LogPosition,
+    fs: &Arc<dyn DirStorage>,
+) -> Result<Vec<u64>, Error> {
+    let dir = dir.to_path_buf();
+    let fs = Arc::clone(fs);
+    let segments = blocking(move || {
+        let segments = list_segments(&dir)?;
+        let (purged, kept): (Vec<u64>, Vec<u64>) = segments
+            .into_iter()
+            .partition(|&segment| segment <= purged_through.segment);
+        if !purged.is_empty() {
+            for segment in purged {
+                match fs.remove(&segment_path(&dir, segment)) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            fs.sync_dir(&dir)?;
+        }
+        Ok(kept)
+    })
+    .await?;
+    Ok(segments)
 }
 
 /// The end of the last segment purged from `dir`, from its `PURGED` file.
 pub(crate) async fn read_purged(dir: &Path) -> Result<LogPosition, Error> {
     match tokio::fs::read_to_string(dir.join(PURGED_FILE)).await {
-        Ok(text) => text.trim().parse().map_err(|e| {
-            Error::Io(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("unreadable {PURGED_FILE} file in the log directory: {e}"),
-            ))
-        }),
+        Ok(text) => parse_purged(&text),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(LogPosition::START),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The position a `PURGED` file's `text` holds.
+pub(crate) fn parse_purged(text: &str) -> Result<LogPosition, Error> {
+    text.trim().parse().map_err(|e| {
+        Error::Io(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unreadable {PURGED_FILE} file in the log directory: {e}"),
+        ))
+    })
 }
 
 /// The first number missing between the first and the last of `segments` (sorted).
@@ -180,12 +226,13 @@ pub(crate) fn write_position_file(
 ) -> io::Result<()> {
     use std::io::Write;
     let tmp = dir.join(format!("{name}.tmp"));
+    // A temporary file left by a crash before its rename: stale, not part of the log.
     let _ = std::fs::remove_file(&tmp);
     let mut file = fs.create(&tmp)?;
     file.write_all(format!("{position}\n").as_bytes())?;
     fs.sync_file(&file)?;
     drop(file);
-    std::fs::rename(&tmp, dir.join(name))
+    fs.rename(&tmp, &dir.join(name))
 }
 
 /// Cuts the log after `position`: deletes the later segments (newest first) and cuts
@@ -220,7 +267,7 @@ pub(crate) fn apply_truncation(
         Err(e) => return Err(e),
     }
     fs.sync_dir(dir)?;
-    match std::fs::remove_file(dir.join(TRUNCATE_FILE)) {
+    match fs.remove(&dir.join(TRUNCATE_FILE)) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),

@@ -17,7 +17,8 @@ use crate::format::BLOCK_SIZE;
 /// record being assembled most recently took bytes from.
 const WINDOW_BYTES: usize = BLOCK_SIZE;
 
-/// Watches the file a [`LogTailer`](crate::LogTailer) follows.
+/// Watches the file a [`LogTailer`](crate::LogTailer) follows, or the segment a
+/// [`DirReader`](crate::DirReader) in another process reads.
 #[derive(Debug)]
 pub(crate) struct FileGuard {
     path: PathBuf,
@@ -143,6 +144,18 @@ impl FileGuard {
     /// Takes back the window after a check that passed.
     pub(crate) fn restore(&mut self, recent: BytesMut) {
         self.recent = recent;
+    }
+
+    /// Runs a check on a blocking thread and takes the window back when it passes:
+    /// for an async caller that awaits it (a [`DirReader`](crate::DirReader)), where
+    /// a [`LogReader`](crate::LogReader) polls the same steps.
+    pub(crate) async fn verify(&mut self, read_end: u64) -> Result<(), Error> {
+        let check = self.check(read_end);
+        let recent = tokio::task::spawn_blocking(move || check.run())
+            .await
+            .map_err(|join| Error::Io(io::Error::other(join)))??;
+        self.restore(recent);
+        Ok(())
     }
 }
 

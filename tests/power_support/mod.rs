@@ -20,6 +20,8 @@
 //! cannot: the page cache survives a killed process.
 #![allow(dead_code)]
 
+pub mod dir;
+
 use std::io;
 use std::sync::{Arc, Mutex};
 

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::Decoder;
-use walcodec::{LogDecoder, Recovery, BLOCK_SIZE};
+use walcodec::{LogDecoder, LogDecoderBuilder, Recovery, BLOCK_SIZE};
 
 pub const MAX_RECORD: usize = 80_000;
 
@@ -22,11 +22,21 @@ pub struct Run {
 /// Decodes `log` in pieces, `piece(at)` bytes from offset `at` at a time, checking on
 /// the way that no record exceeds `MAX_RECORD` and that a decoder waiting for input
 /// holds less than a block.
-pub fn run(log: &[u8], recovery: Recovery, mut piece: impl FnMut(usize) -> usize) -> Run {
+#[allow(dead_code)] // Not every target configures more than the mode.
+pub fn run(log: &[u8], recovery: Recovery, piece: impl FnMut(usize) -> usize) -> Run {
+    run_with(log, LogDecoder::builder().recovery(recovery), piece)
+}
+
+/// [`run`] with a decoder configured by `builder` (its limit and reporter are set
+/// here).
+pub fn run_with(
+    log: &[u8],
+    builder: &mut LogDecoderBuilder,
+    mut piece: impl FnMut(usize) -> usize,
+) -> Run {
     let reports = Arc::new(Mutex::new(Vec::new()));
     let sink = reports.clone();
-    let mut decoder = LogDecoder::builder()
-        .recovery(recovery)
+    let mut decoder = builder
         .max_record_bytes(MAX_RECORD)
         .on_corruption(move |c| sink.lock().unwrap().push(c.to_string()))
         .build();

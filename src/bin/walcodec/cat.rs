@@ -27,6 +27,7 @@ use crate::common::{
     finish, finish_reader, hex_into, open_reader, read_status, stdout, Failure, Limits,
     RecoveryArg, Status,
 };
+use crate::dialect::DialectArgs;
 use crate::input::input_name;
 
 #[derive(Debug, clap::Args)]
@@ -39,12 +40,15 @@ pub(crate) struct Args {
     /// Start with the first record whose first fragment is at or after this offset.
     #[arg(long, value_name = "OFFSET", default_value_t = 0)]
     start: u64,
-    /// What to do with damage.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = RecoveryArg::SkipCorrupted)]
-    recovery: RecoveryArg,
+    /// What to do with damage [default: skip-corrupted; for a RocksDB WAL
+    /// tolerate-tail, as `ldb dump_wal`: a recycled WAL ends at its first old bytes].
+    #[arg(long, value_enum, value_name = "MODE")]
+    recovery: Option<RecoveryArg>,
     /// Only record N (counted from 0, from --start), raw and streamed: of any size.
     #[arg(long, value_name = "N", conflicts_with = "to")]
     record: Option<u64>,
+    #[command(flatten)]
+    dialect: DialectArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -63,7 +67,8 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     if let Some(n) = args.record {
         return stream_record(&args, n, limits).await;
     }
-    let mut reader = open_reader(&args.file, args.recovery, args.start, limits)?;
+    let (mut reader, _) =
+        open_reader(&args.file, &args.dialect, args.recovery, args.start, limits)?;
     let mut out = stdout();
     let mut line = Vec::new();
     let mut framed = BytesMut::new();
@@ -114,7 +119,8 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
 /// `--record N`: streams record `n` to stdout; the records before it are passed
 /// over a fragment at a time, never assembled.
 async fn stream_record(args: &Args, n: u64, limits: Limits) -> Result<Status, Failure> {
-    let mut reader = open_reader(&args.file, args.recovery, args.start, limits)?;
+    let (mut reader, _) =
+        open_reader(&args.file, &args.dialect, args.recovery, args.start, limits)?;
     let mut out = stdout();
     let mut seen = 0u64;
     let mut error = None;

@@ -11,6 +11,7 @@ use walcodec::{
     DEFAULT_MAX_RECORD_BYTES,
 };
 
+use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::{BlockingReader, Input, InputEnd};
 
 /// What a command found in a log; maps to the exit status documented in `--help`.
@@ -195,28 +196,61 @@ pub(crate) fn parse_hex(line: &[u8]) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// The settings of every decoder the reading commands build: `recovery` mode, the
-/// records at or after `start`, the limits. Callers add a reporter.
-pub(crate) fn decoder_builder(recovery: Recovery, start: u64, limits: Limits) -> LogDecoderBuilder {
+/// The one place a command's decoders are configured: `recovery` mode, the records
+/// at or after `start`, the limits, and the log's dialect and number (`log`).
+/// Callers add a reporter, through `watched` (for the hint that a log read as
+/// LevelDB's is a RocksDB WAL); a split read (`parallel`) clones the builder per
+/// range and moves its start.
+pub(crate) fn decoder_builder(
+    log: &LogChoice,
+    recovery: Recovery,
+    start: u64,
+    limits: Limits,
+) -> LogDecoderBuilder {
     let mut builder = LogDecoder::builder();
     builder
+        .dialect(log.dialect)
+        .log_number(log.log_number)
         .recovery(recovery)
         .start_offset(start)
         .max_record_bytes(limits.max_record_bytes);
+    // A read from a later block does not see the type-9 record at the log's start.
+    if let (Some(compression), true) = (log.compression, block_start(start) > 0) {
+        builder.wal_compression(compression);
+    }
     builder
+}
+
+/// `reporter`, after `log` has looked at each report (for the hint that a log read
+/// as LevelDB's is a RocksDB WAL): what every decoder of `decoder_builder` reports to.
+pub(crate) fn watched<F>(
+    log: &LogChoice,
+    mut reporter: F,
+) -> impl FnMut(&Corruption) + Send + 'static
+where
+    F: FnMut(&Corruption) + Send + 'static,
+{
+    let watcher = log.clone();
+    move |c: &Corruption| {
+        watcher.watch(c);
+        reporter(c)
+    }
 }
 
 /// A decoder in `recovery` mode for the records at or after `start`, that prints
 /// each piece of damage on stderr as it is found, prefixed with the file name.
 pub(crate) fn stderr_decoder(
     name: &str,
+    log: &LogChoice,
     recovery: RecoveryArg,
     start: u64,
     limits: Limits,
 ) -> LogDecoder {
     let name = name.to_string();
-    decoder_builder(recovery.into(), start, limits)
-        .on_corruption(move |c: &Corruption| eprintln!("walcodec: {name}: {c}"))
+    decoder_builder(log, recovery.into(), start, limits)
+        .on_corruption(watched(log, move |c: &Corruption| {
+            eprintln!("walcodec: {name}: {c}")
+        }))
         .build()
 }
 
@@ -264,18 +298,34 @@ pub(crate) fn read_end_status(
     }
 }
 
+/// The recovery mode of a read of `log`: `recovery` when given, else the dialect's
+/// default. LevelDB's reader skips damage; RocksDB's tools read a WAL in
+/// tolerate-tail mode, where a recycled WAL ends at its first bad checksum or length
+/// (old bytes).
+pub(crate) fn recovery_for(log: &LogChoice, recovery: Option<RecoveryArg>) -> RecoveryArg {
+    recovery.unwrap_or(match log.dialect {
+        walcodec::Dialect::RocksDb => RecoveryArg::TolerateTail,
+        _ => RecoveryArg::SkipCorrupted,
+    })
+}
+
 /// Opens `path` (`-` for stdin) for a read of the records at or after `start`, up to
-/// where `Input` says the read ends.
+/// where `Input` says the read ends, in the dialect `dialect` resolves to (returned
+/// with the reader), in `recovery` mode or the dialect's default.
 pub(crate) fn open_reader(
     path: &Path,
-    recovery: RecoveryArg,
+    dialect: &DialectArgs,
+    recovery: Option<RecoveryArg>,
     start: u64,
     limits: Limits,
-) -> Result<LogReader<BlockingReader>, Failure> {
+) -> Result<(LogReader<BlockingReader>, LogChoice), Failure> {
     let mut input = Input::open(path, limits)?;
+    let log = LogChoice::resolve(&mut input, path, dialect)?;
+    let recovery = recovery_for(&log, recovery);
     input.skip_to(block_start(start))?;
-    let decoder = stderr_decoder(input.name(), recovery, start, limits);
-    Ok(LogReader::new(BlockingReader(input), decoder).with_read_size(READ_SIZE))
+    let decoder = stderr_decoder(input.name(), &log, recovery, start, limits);
+    let reader = LogReader::new(BlockingReader(input), decoder).with_read_size(READ_SIZE);
+    Ok((reader, log))
 }
 
 /// Ends the read of a reader from `open_reader`: says on stderr when it stopped at

@@ -5,6 +5,8 @@
 //! | `text`     | `OFFSET LEN PAYLOAD`, payload escaped (`\xNN`, `\\`)      |
 //! | `hex`      | `OFFSET LEN HEX`                                          |
 //! | `json`     | `{"offset":O,"end":E,"len":L,"data":"HEX"}`               |
+//! | `batch`    | `SEQUENCE,COUNT,BYTES,OFFSET,OPERATIONS` (WriteBatch, as `ldb dump_wal --print_value`; see `batch`) |
+//! | `batch-json` | `{"offset":O,"end":E,"sequence":S,"count":C,"byte_size":B,"operations":[...]}` |
 //!
 //! `OFFSET` is where the record's first header starts, `END` just past its last byte
 //! (a checkpoint: `--start END` resumes after it). Damage goes to stderr as
@@ -14,17 +16,24 @@
 //! record's length. A shortened payload ends with `…(+K bytes)` in text and hex (the
 //! escaping never produces `…`, so the marker cannot be payload), and JSON lines get
 //! `"omitted":K` (present on every line when --max-bytes is given).
+//!
+//! `--dialect` and `--log-number` choose how the log is read (see `dialect`). The
+//! batch formats decode RocksDB's tags (a superset of LevelDB's), LevelDB's only with
+//! `--dialect leveldb`.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::ValueEnum;
-use walcodec::LogRecord;
+use walcodec::write_batch::WriteBatchError;
+use walcodec::{Dialect, LogRecord};
 
+use crate::batch::format_batch;
 use crate::common::{
-    decoder_builder, escape_into, finish, hex_into, input_notes, read_end_status, stdout, Failure,
-    Limits, RecoveryArg, Status,
+    decoder_builder, escape_into, finish, hex_into, input_notes, read_end_status, recovery_for,
+    stdout, Failure, Limits, RecoveryArg, Status,
 };
+use crate::dialect::{DialectArg, DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::parallel::{read, JobsArgs, StrictMode};
 use crate::scan::{Settings, What};
@@ -43,14 +52,17 @@ pub(crate) struct Args {
     /// Start with the first record whose first fragment is at or after this offset.
     #[arg(long, value_name = "OFFSET", default_value_t = 0)]
     start: u64,
-    /// What to do with damage.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = RecoveryArg::SkipCorrupted)]
-    recovery: RecoveryArg,
+    /// What to do with damage [default: skip-corrupted; for a RocksDB WAL
+    /// tolerate-tail, as `ldb dump_wal`: a recycled WAL ends at its first old bytes].
+    #[arg(long, value_enum, value_name = "MODE")]
+    recovery: Option<RecoveryArg>,
     /// Print at most N bytes of each payload, then `…(+K bytes)` (JSON: "omitted":K).
     #[arg(long, value_name = "N", conflicts_with = "physical")]
     max_bytes: Option<usize>,
     #[command(flatten)]
     jobs: JobsArgs,
+    #[command(flatten)]
+    dialect: DialectArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -61,16 +73,50 @@ pub(crate) enum Format {
     Hex,
     /// JSON lines: `{"offset":..,"end":..,"len":..,"data":"<hex>"}`.
     Json,
+    /// Each record as a WriteBatch, as `ldb dump_wal --print_value` prints it:
+    /// `SEQUENCE,COUNT,BYTES,OFFSET,PUT(CF) : 0xKEY : 0xVALUE ...`.
+    Batch,
+    /// Each record as a WriteBatch, in JSON lines.
+    BatchJson,
+}
+
+impl Format {
+    /// Whether records are decoded as WriteBatches.
+    pub(crate) fn is_batch(self) -> bool {
+        matches!(self, Format::Batch | Format::BatchJson)
+    }
+
+    /// Refuses the options a format does not take.
+    pub(crate) fn check(self, max_bytes: Option<usize>) -> Result<(), Failure> {
+        if self.is_batch() && max_bytes.is_some() {
+            return Err(Failure::new(
+                "--max-bytes shortens payloads; --format batch prints whole keys and values",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The tags batches are decoded with: RocksDB's (a superset of LevelDB's), unless the
+/// log is read as LevelDB's by request.
+pub(crate) fn batch_dialect(args: &DialectArgs) -> Dialect {
+    match args.dialect {
+        DialectArg::Leveldb => Dialect::LevelDb,
+        _ => Dialect::RocksDb,
+    }
 }
 
 /// Formats one record as a line of `format` (with its newline), its payload cut to
-/// `max_bytes` when given.
+/// `max_bytes` when given; the batch formats decode it with the tags of
+/// `batch_dialect`, and fail for a record that is not a whole WriteBatch (what of it
+/// decodes is still formatted).
 pub(crate) fn format_record(
     record: &LogRecord,
     format: Format,
     max_bytes: Option<usize>,
+    batch_dialect: Dialect,
     line: &mut Vec<u8>,
-) {
+) -> Result<(), WriteBatchError> {
     let start = record.position.start;
     let len = record.data.len();
     let shown = &record.data[..max_bytes.map_or(len, |max| max.min(len))];
@@ -99,28 +145,54 @@ pub(crate) fn format_record(
             }
             line.push(b'}');
         }
+        Format::Batch | Format::BatchJson => {
+            return format_batch(record, batch_dialect, format == Format::BatchJson, line);
+        }
     }
     line.push(b'\n');
+    Ok(())
+}
+
+/// Says on stderr that the record at `record` is not a whole WriteBatch.
+pub(crate) fn report_batch_error(name: &str, record: &LogRecord, error: WriteBatchError) {
+    eprintln!("walcodec: {name}: {}", batch_error(record, error));
+}
+
+/// What `report_batch_error` says after the input's name.
+fn batch_error(record: &LogRecord, error: WriteBatchError) -> String {
+    format!(
+        "offset {}: record of {} bytes is not a whole WriteBatch: {error}",
+        record.position.start,
+        record.data.len()
+    )
 }
 
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     if args.physical {
-        return crate::physical::dump(&args.file, args.start, limits);
+        return crate::physical::dump(&args.file, &args.dialect, args.start, limits);
     }
+    args.format.check(args.max_bytes)?;
     let mut input = Input::open(&args.file, limits)?;
+    let log = LogChoice::resolve(&mut input, &args.file, &args.dialect)?;
+    let recovery = recovery_for(&log, args.recovery);
     let name = input.name().to_string();
     let (format, max_bytes) = (args.format, args.max_bytes);
+    let batch_dialect = batch_dialect(&args.dialect);
     let line = move |record: &LogRecord, line: &mut Vec<u8>| {
-        format_record(record, format, max_bytes, line)
+        format_record(record, format, max_bytes, batch_dialect, line)
+            .err()
+            .map(|e| batch_error(record, e).into_boxed_str())
     };
     let settings = Settings {
-        builder: decoder_builder(args.recovery.into(), args.start, limits),
+        builder: decoder_builder(&log, recovery.into(), args.start, limits),
+        log: log.clone(),
         start: args.start,
         walk: false,
         eager_strict: None,
         line: Some(std::sync::Arc::new(line)),
     };
     let mut out = stdout();
+    let mut not_batches = false;
     let (merged, end) = read(
         &mut input,
         &settings,
@@ -128,7 +200,17 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         &StrictMode::None,
         &mut |item, text| {
             match &item.what {
-                What::Record { line, .. } => out.write_all(&text[line.clone()])?,
+                What::Record {
+                    line, not_batch, ..
+                } => {
+                    out.write_all(&text[line.clone()])?;
+                    if let Some(message) = not_batch {
+                        // In order with stdout, for a reader of both.
+                        out.flush()?;
+                        eprintln!("walcodec: {name}: {message}");
+                        not_batches = true;
+                    }
+                }
                 What::Report(report) => eprintln!("walcodec: {name}: {report}"),
                 _ => {}
             }
@@ -139,12 +221,17 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     for note in input_notes(&end) {
         eprintln!("walcodec: {name}: {note}");
     }
-    read_end_status(
+    let status = read_end_status(
         &name,
         merged.stats.corruptions,
         merged.incomplete_tail,
         merged.error,
-    )
+    )?;
+    Ok(if not_batches {
+        status.max(Status::Corrupt)
+    } else {
+        status
+    })
 }
 
 #[cfg(test)]
@@ -163,7 +250,7 @@ mod tests {
             data: Bytes::from_static(data),
         };
         let mut out = Vec::new();
-        format_record(&record, format, max_bytes, &mut out);
+        format_record(&record, format, max_bytes, Dialect::RocksDb, &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 

@@ -86,6 +86,11 @@ pub(crate) struct Input {
     /// The file as it was at open, to notice a writer (regular files only).
     at_open: Option<Snapshot>,
     progress: Option<ProgressBar>,
+    /// Bytes read ahead by `peek` and not yet handed out: the next reads return them
+    /// first, so a stream can be looked at before it is read.
+    peeked: Vec<u8>,
+    /// How many of `peeked` were handed out.
+    peeked_read: usize,
 }
 
 /// What a regular file looked like.
@@ -145,6 +150,8 @@ impl Input {
             seekable: false,
             at_open: None,
             progress: None,
+            peeked: Vec::new(),
+            peeked_read: 0,
         };
         let kind = Kind::of(&metadata.file_type());
         input.seekable = matches!(kind, Kind::Regular | Kind::BlockDevice);
@@ -190,11 +197,42 @@ impl Input {
         &self.name
     }
 
+    /// The next (up to) `len` bytes, which the next reads return again: how a command
+    /// looks at the start of a log before reading it, also on a pipe.
+    pub(crate) fn peek(&mut self, len: usize) -> Result<&[u8], Failure> {
+        let wanted = match self.end {
+            Some(end) => end.saturating_sub(self.position).min(len as u64) as usize,
+            None => len,
+        };
+        let mut peeked = std::mem::take(&mut self.peeked);
+        peeked.drain(..self.peeked_read);
+        self.peeked_read = 0;
+        let have = peeked.len();
+        if have < wanted {
+            peeked.resize(wanted, 0);
+            let mut filled = have;
+            while filled < wanted {
+                match self.file.read(&mut peeked[filled..]) {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(self.failure(e)),
+                }
+            }
+            peeked.truncate(filled);
+        }
+        self.peeked = peeked;
+        Ok(&self.peeked[..wanted.min(self.peeked.len())])
+    }
+
     /// Moves to `offset`: a seek on a file or a device, reading and dropping bytes on
     /// a stream, which cannot seek.
     pub(crate) fn skip_to(&mut self, offset: u64) -> Result<(), Failure> {
         let offset = self.end.map_or(offset, |end| offset.min(end));
         if self.seekable {
+            // The seek moves past (or back before) any bytes peeked at.
+            self.peeked.clear();
+            self.peeked_read = 0;
             self.file
                 .seek(SeekFrom::Start(offset))
                 .map_err(|e| self.failure(e))?;
@@ -235,6 +273,10 @@ impl Input {
             name: self.name.clone(),
             path: self.path.clone(),
             file: self.file.try_clone()?,
+            // What `peek` read ahead (the first block, for `LogChoice`) and this
+            // input has not handed out yet: the new reader's first bytes.
+            peeked: self.peeked[self.peeked_read..].to_vec(),
+            peeked_read: 0,
             position: self.position,
             end: self.end,
             capped: self.capped,
@@ -285,7 +327,15 @@ impl Read for Input {
         if wanted == 0 {
             return Ok(0);
         }
-        let n = self.file.read(&mut buffer[..wanted])?;
+        let n = if self.peeked_read < self.peeked.len() {
+            let peeked = &self.peeked[self.peeked_read..];
+            let n = peeked.len().min(wanted);
+            buffer[..n].copy_from_slice(&peeked[..n]);
+            self.peeked_read += n;
+            n
+        } else {
+            self.file.read(&mut buffer[..wanted])?
+        };
         self.position += n as u64;
         if let Some(bar) = &self.progress {
             bar.set_position(self.position);

@@ -5,12 +5,15 @@
 //! formatting, `input` where a command's bytes come from (a file up to its length at
 //! open, stdin, a pipe, a device) and the progress bar, `scan` the single pass that
 //! `verify`, `stat` and `dump` make over it (or over one range of it), `parallel`
-//! their `--jobs`: ranges read at once and merged, `verdict` the words `verify` and
-//! `stat` share about a log's tail and result, `json` their JSON output.
+//! their `--jobs`: ranges read at once and merged, `dir` the same
+//! commands on a log directory (`LogDir`), segment by segment, `verdict` the words `verify`
+//! and `stat` share about a log's tail and result, `json` their JSON output,
+//! `dialect` the format a log is read in (`--dialect`, `--log-number`), `wal` what
+//! the pass learns of a RocksDB WAL, `batch` records as WriteBatches.
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// The exit status table, as a literal so that subcommands can append it to their
 /// own help with `concat!`.
@@ -26,8 +29,11 @@ Exit status:
     };
 }
 
+mod batch;
 mod cat;
 mod common;
+mod dialect;
+mod dir;
 mod dump;
 mod input;
 mod json;
@@ -39,6 +45,7 @@ mod stat;
 mod tail;
 mod verdict;
 mod verify;
+mod wal;
 mod write;
 
 use common::{Failure, Limits, Status};
@@ -81,7 +88,11 @@ enum Command {
     Tail(tail::Args),
 }
 
-async fn run(command: Command, limits: Limits) -> Result<Status, Failure> {
+async fn run(command: Command, limits: Limits, matches: &ArgMatches) -> Result<Status, Failure> {
+    // A log directory given where a log is taken: its segments, in order.
+    if let Some(status) = dir::run(matches, limits).await? {
+        return Ok(status);
+    }
     match command {
         Command::Dump(args) => dump::run(args, limits).await,
         Command::Verify(args) => verify::run(args, limits),
@@ -95,7 +106,12 @@ async fn run(command: Command, limits: Limits) -> Result<Status, Failure> {
 
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits with 2.
-    let cli = Cli::parse();
+    // The matches too, for `dir` to see the options as given.
+    let matches = dir::augment(Cli::command()).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.format(&mut dir::augment(Cli::command())).exit(),
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -106,7 +122,7 @@ fn main() -> ExitCode {
             return ExitCode::from(Status::ERROR_CODE);
         }
     };
-    match runtime.block_on(run(cli.command, cli.limits)) {
+    match runtime.block_on(run(cli.command, cli.limits, &matches)) {
         Ok(status) => ExitCode::from(status.code()),
         // A reader that stopped early (`walcodec dump LOG | head`) is not an error.
         Err(failure) if failure.is_broken_pipe() => ExitCode::SUCCESS,

@@ -36,21 +36,24 @@ use bytes::BytesMut;
 use futures::StreamExt;
 use indicatif::ProgressBar;
 use walcodec::{
-    block_start, DecodeStats, LogDecoderBuilder, Position, ReadAhead, Recovery, BLOCK_SIZE,
+    block_start, DecodeStats, Dialect, LogDecoderBuilder, Position, ReadAhead, Recovery, BLOCK_SIZE,
 };
 
 use crate::common::{decoder_builder, io_message, Failure, Limits, READ_SIZE};
+use crate::dialect::LogChoice;
 use crate::input::{Input, SplitSource};
 use crate::scan::{
     run_range, stats_sum, strict_from, Batch, BlockingChunks, ChunkSource, Item, Layout, RangeEnd,
     ScanEnd, Settings, StrictEnd, Task, What,
 };
+use crate::wal::WalFacts;
 
 /// `--jobs` and the split size, for the commands that read a whole log.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct JobsArgs {
     /// Threads that read the log at once, each a range of it (default: the cores
-    /// available). The output is the same for any N. Stdin and pipes are read by one.
+    /// available). The output is the same for any N. Stdin and pipes are read by one,
+    /// and so is a log read in RocksDB's dialect (--dialect).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     jobs: Option<u64>,
     /// The bytes of each range of a split read (rounded up to whole blocks); for
@@ -128,6 +131,7 @@ pub(crate) struct Merged {
     pub(crate) incomplete_tail: bool,
     pub(crate) error: Option<walcodec::Error>,
     pub(crate) layout: Layout,
+    pub(crate) wal: WalFacts,
     pub(crate) strict: StrictEnd,
 }
 
@@ -199,6 +203,12 @@ pub(crate) fn read(
     let name = input.name().to_string();
     let split = input.split_source();
     let progress = input.progress_bar();
+    // A log read in RocksDB's dialect is read as one range, with a strict reader fed
+    // beside the decoder (as a pipe is): a range's decoder would start mid-log
+    // without the recycled file's old-fragment and log-number state that decides
+    // where such a log ends, and the strict reader's re-read from the last quiet
+    // record would need it too. `--jobs` does not split it.
+    let split = split.filter(|_| settings.log.dialect != Dialect::RocksDb);
     let merged = match split {
         Some((file, end)) => {
             let max_bytes = match settings.line {
@@ -437,6 +447,7 @@ impl<'a> Merger<'a> {
                 incomplete_tail: false,
                 error: None,
                 layout: Layout::default(),
+                wal: WalFacts::default(),
                 strict: StrictEnd::default(),
             },
             authority: None,
@@ -483,6 +494,7 @@ impl<'a> Merger<'a> {
                         ))));
                     }
                     self.merged.layout.add(&end.layout);
+                    self.merged.wal.merge(&end.wal);
                     self.merged.stats = stats_sum(self.merged.stats, end.stats);
                     self.handoff = end.handoff;
                     self.chained = end.handoff.is_some();
@@ -573,16 +585,18 @@ pub(crate) fn scan(
     input: &mut Input,
     jobs: &JobsArgs,
     limits: Limits,
+    log: &LogChoice,
     consume: &mut dyn FnMut(&Item) -> Result<(), Failure>,
 ) -> Result<ScanEnd, Failure> {
     let settings = Settings {
-        builder: decoder_builder(Recovery::SkipCorrupted, 0, limits),
+        builder: decoder_builder(log, Recovery::SkipCorrupted, 0, limits),
+        log: log.clone(),
         start: 0,
         walk: true,
         eager_strict: None,
         line: None,
     };
-    let strict = StrictMode::Wanted(decoder_builder(Recovery::TolerateTail, 0, limits));
+    let strict = StrictMode::Wanted(decoder_builder(log, Recovery::TolerateTail, 0, limits));
     let (merged, input_end) = read(input, &settings, jobs, &strict, &mut |item, _| {
         consume(item)
     })?;
@@ -596,6 +610,7 @@ pub(crate) fn scan(
         stats: merged.stats,
         strict: merged.strict,
         layout: merged.layout,
+        wal: merged.wal,
     })
 }
 

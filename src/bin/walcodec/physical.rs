@@ -10,16 +10,41 @@
 //! torn OFFSET N [type=.. len=..] a fragment cut by the end of the file
 //! size N                         the file's length, last
 //! ```
+//!
+//! Read as a RocksDB WAL (`--dialect`), the lines say more; the first is
+//! `dialect rocksdb log=N (SOURCE)`, and every fragment line ends with its header size:
+//!
+//! ```text
+//! OFFSET blk=B/O type=5(R-FULL) len=L crc=ok log=N hdr=11      a recyclable fragment and its log number
+//! ... type=2(FIRST) len=L crc=ok hdr=7 chunk-end    a FIRST or MIDDLE ending inside its block: the
+//!                                                   writer's compressed output chunk ends there
+//! ... type=9(SETCOMPRESSION) len=4 crc=ok hdr=7 compression=zstd(7)
+//! ... type=10(UDT-SIZE) ... ts-sizes=cf0:8,cf2:16   (11: R-UDT-SIZE)
+//! ... type=130(PREDECESSOR-WAL) ... predecessor=log:7,size:4096,last-seq:99   (131: R-PREDECESSOR-WAL)
+//! ... malformed(REASON)            a metadata record whose payload does not parse
+//! ... ignorable                    an unknown type with bit 7 set: skipped silently
+//! end OFFSET log N ends here: old log M follows       before the first fragment of another log
+//! ... log=M hdr=11 old             a fragment of an older log (left by the file's earlier use)
+//! end OFFSET recycled log N ends here: REASON         a bad checksum or length in a recycled
+//!                                  log: old bytes, where RocksDB's tolerate-tail reader stops
+//! pad OFFSET N                     trailers of 7 to 10 bytes too (a recyclable writer's)
+//! ```
+//!
+//! After an `end` line the pieces are what the file holds, not the log: they do not
+//! change the exit status.
 
 use std::io::Write;
 use std::path::Path;
 
-use walcodec::physical::Chunk;
-use walcodec::{RecordType, BLOCK_SIZE, HEADER_SIZE};
+use walcodec::fragment::{Fragment, FragmentHeader, FragmentType, Part};
+use walcodec::physical::{Chunk, Metadata, Piece};
+use walcodec::{Dialect, RecordType, BLOCK_SIZE, HEADER_SIZE};
 
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
+use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::scan::{walk, Visitor};
+use crate::wal::compression_name;
 
 /// The name of a fragment type, as in `chunks.txt`.
 pub(crate) fn type_name(type_byte: u8) -> &'static str {
@@ -143,12 +168,266 @@ pub(crate) fn judge(chunk: &Chunk<'_>) -> Status {
     }
 }
 
+/// The name of a type byte in RocksDB's dialect.
+fn rocksdb_type_name(type_byte: u8) -> &'static str {
+    match FragmentType::from_u8(type_byte, Dialect::RocksDb) {
+        Some(FragmentType::Zero) => "ZERO",
+        Some(FragmentType::Full) => "FULL",
+        Some(FragmentType::First) => "FIRST",
+        Some(FragmentType::Middle) => "MIDDLE",
+        Some(FragmentType::Last) => "LAST",
+        Some(FragmentType::RecyclableFull) => "R-FULL",
+        Some(FragmentType::RecyclableFirst) => "R-FIRST",
+        Some(FragmentType::RecyclableMiddle) => "R-MIDDLE",
+        Some(FragmentType::RecyclableLast) => "R-LAST",
+        Some(FragmentType::SetCompressionType) => "SETCOMPRESSION",
+        Some(FragmentType::UserDefinedTimestampSize) => "UDT-SIZE",
+        Some(FragmentType::RecyclableUserDefinedTimestampSize) => "R-UDT-SIZE",
+        Some(FragmentType::PredecessorWalInfo) => "PREDECESSOR-WAL",
+        Some(FragmentType::RecyclablePredecessorWalInfo) => "R-PREDECESSOR-WAL",
+        _ => "UNKNOWN",
+    }
+}
+
+/// `type=T(NAME) len=L` of a header, in RocksDB's dialect.
+fn rocksdb_type(header: &FragmentHeader) -> String {
+    format!(
+        "type={}({}) len={}",
+        header.type_byte,
+        rocksdb_type_name(header.type_byte),
+        header.length
+    )
+}
+
+/// ` log=N hdr=H` of a header.
+fn header_fields(header: &FragmentHeader) -> String {
+    let log = match header.log_number {
+        Some(n) => format!(" log={n}"),
+        None => String::new(),
+    };
+    format!("{log} hdr={}", header.len())
+}
+
+/// The line of a complete fragment, in RocksDB's dialect, without its newline.
+fn fragment_line(offset: u64, fragment: &Fragment, checksum_ok: bool) -> String {
+    let header = fragment.header();
+    format!(
+        "{} {} crc={}{}",
+        location(offset),
+        rocksdb_type(&header),
+        if checksum_ok { "ok" } else { "BAD" },
+        header_fields(&header)
+    )
+}
+
+/// The parsed payload of a metadata record, as ` name=value`.
+fn metadata_fields(record: &Result<Metadata<'_>, walcodec::metadata::MetadataError>) -> String {
+    match record {
+        Ok(Metadata::Compression(compression)) => format!(
+            " compression={}({})",
+            compression_name(*compression),
+            compression.as_u32()
+        ),
+        Ok(Metadata::TimestampSizes(sizes)) => {
+            let entries: Vec<String> = sizes
+                .iter()
+                .map(|s| format!("cf{}:{}", s.column_family, s.timestamp_size))
+                .collect();
+            format!(" ts-sizes={}", entries.join(","))
+        }
+        Ok(Metadata::PredecessorWal(info)) => format!(
+            " predecessor=log:{},size:{},last-seq:{}",
+            info.log_number, info.size_bytes, info.last_sequence
+        ),
+        Ok(_) => " malformed(unknown metadata)".to_string(),
+        Err(error) => format!(" malformed({error})"),
+    }
+}
+
+/// Prints the layout in RocksDB's dialect, and judges it as RocksDB's reader would.
+struct RocksPrinter {
+    log_number: u64,
+    /// A recyclable fragment was seen: the file is recycled, and its first bad
+    /// checksum or length is where its log ends.
+    recycled: bool,
+    /// Where the log ended (an `end` line was printed): what follows is not judged.
+    ended: bool,
+}
+
+impl RocksPrinter {
+    fn end_line(&mut self, out: &mut impl Write, offset: u64, why: &str) -> std::io::Result<()> {
+        self.ended = true;
+        writeln!(out, "end {offset} {why}")
+    }
+
+    /// Writes the line(s) of `piece`; returns its status.
+    fn piece(&mut self, piece: &Piece<'_>, out: &mut impl Write) -> std::io::Result<Status> {
+        let log = self.log_number;
+        let damaged_recycled = |printer: &mut RocksPrinter, out: &mut dyn Write, why: &str| {
+            if printer.recycled && !printer.ended {
+                printer.ended = true;
+                writeln!(
+                    out,
+                    "end {} recycled log {log} ends here: {why} (old bytes of the reused file, where RocksDB's tolerate-tail reader stops)",
+                    piece.offset()
+                )?;
+                return Ok(true);
+            }
+            Ok::<_, std::io::Error>(false)
+        };
+        let status = match *piece {
+            Piece::Fragment {
+                offset,
+                fragment,
+                checksum_ok,
+                ..
+            } => {
+                if fragment.header_len() > HEADER_SIZE {
+                    self.recycled = true;
+                }
+                let ended = !checksum_ok && damaged_recycled(self, out, "checksum mismatch")?;
+                let mut line = fragment_line(offset, &fragment, checksum_ok);
+                if fragment.is_ignorable() {
+                    line.push_str(" ignorable");
+                }
+                let ends_in_block = (offset + fragment.len() as u64) % BLOCK_SIZE as u64 != 0;
+                if matches!(fragment.part(), Some(Part::First | Part::Middle)) && ends_in_block {
+                    line.push_str(" chunk-end");
+                }
+                writeln!(out, "{line}")?;
+                let usable = checksum_ok && (fragment.part().is_some() || fragment.is_ignorable());
+                if ended || usable {
+                    Status::Clean
+                } else {
+                    Status::Corrupt
+                }
+            }
+            Piece::Metadata {
+                offset,
+                fragment,
+                record,
+                ..
+            } => {
+                writeln!(
+                    out,
+                    "{}{}",
+                    fragment_line(offset, &fragment, true),
+                    metadata_fields(&record)
+                )?;
+                if record.is_ok() {
+                    Status::Clean
+                } else {
+                    Status::Corrupt
+                }
+            }
+            Piece::Old {
+                offset,
+                fragment,
+                checksum_ok,
+                ..
+            } => {
+                if !self.ended {
+                    let old = fragment.log_number().unwrap_or_default();
+                    self.end_line(
+                        out,
+                        offset,
+                        &format!("log {log} ends here: old log {old} follows"),
+                    )?;
+                }
+                writeln!(out, "{} old", fragment_line(offset, &fragment, checksum_ok))?;
+                Status::Clean
+            }
+            Piece::Trailer { offset, bytes } => {
+                writeln!(out, "pad {offset} {}{}", bytes.len(), nonzero(bytes))?;
+                Status::Clean
+            }
+            Piece::ZeroFill { offset, bytes } => {
+                writeln!(out, "zero {offset} {}{}", bytes.len(), nonzero(bytes))?;
+                if bytes.iter().all(|&b| b == 0) {
+                    Status::Clean
+                } else {
+                    Status::Corrupt
+                }
+            }
+            Piece::BadLength {
+                offset,
+                header,
+                bytes,
+            } => {
+                let ended = damaged_recycled(self, out, "bad record length")?;
+                writeln!(
+                    out,
+                    "{} {} bad-length{}",
+                    location(offset),
+                    rocksdb_type(&header),
+                    header_fields(&header)
+                )?;
+                let header_len = header.len().min(bytes.len());
+                if bytes.len() > header_len {
+                    writeln!(
+                        out,
+                        "skip {} {}",
+                        offset + header_len as u64,
+                        bytes.len() - header_len
+                    )?;
+                }
+                if ended {
+                    Status::Clean
+                } else {
+                    Status::Corrupt
+                }
+            }
+            Piece::Skipped { offset, bytes } => {
+                writeln!(out, "skip {offset} {}", bytes.len())?;
+                Status::Corrupt
+            }
+            Piece::Torn {
+                offset,
+                header,
+                bytes,
+            } => {
+                match header {
+                    Some(header) => writeln!(
+                        out,
+                        "torn {offset} {} {}{}",
+                        bytes.len(),
+                        rocksdb_type(&header),
+                        header_fields(&header)
+                    )?,
+                    None => writeln!(out, "torn {offset} {}", bytes.len())?,
+                }
+                Status::TornTail
+            }
+            _ => Status::Clean,
+        };
+        // After the log's end, the file's bytes are not the log's.
+        Ok(if self.ended { Status::Clean } else { status })
+    }
+}
+
 struct Printer<W> {
     out: W,
     status: Status,
+    /// Set for a log read in RocksDB's dialect.
+    rocks: Option<RocksPrinter>,
 }
 
 impl<W: Write> Visitor for Printer<W> {
+    fn piece(&mut self, piece: &Piece<'_>) -> Result<(), Failure> {
+        match &mut self.rocks {
+            Some(rocks) => {
+                let status = rocks.piece(piece, &mut self.out)?;
+                self.status = self.status.max(status);
+                Ok(())
+            }
+            // LevelDB's rules: every piece is a chunk.
+            None => match crate::scan::leveldb_chunk(piece) {
+                Some(chunk) => self.chunk(&chunk),
+                None => Ok(()),
+            },
+        }
+    }
+
     fn chunk(&mut self, chunk: &Chunk<'_>) -> Result<(), Failure> {
         self.status = self.status.max(judge(chunk));
         render(chunk, &mut self.out)?;
@@ -158,13 +437,32 @@ impl<W: Write> Visitor for Printer<W> {
 
 /// Prints the physical layout of `path` from the block holding `start`. How the read
 /// ended, when worth saying, goes to stderr: stdout keeps the `chunks.txt` format.
-pub(crate) fn dump(path: &Path, start: u64, limits: Limits) -> Result<Status, Failure> {
+pub(crate) fn dump(
+    path: &Path,
+    dialect: &DialectArgs,
+    start: u64,
+    limits: Limits,
+) -> Result<Status, Failure> {
     let mut input = Input::open(path, limits)?;
+    let log = LogChoice::resolve(&mut input, path, dialect)?;
     let mut printer = Printer {
         out: stdout(),
         status: Status::Clean,
+        rocks: None,
     };
-    let (file_len, input_end) = walk(&mut input, start, limits, &mut printer)?;
+    if log.dialect == Dialect::RocksDb {
+        writeln!(
+            printer.out,
+            "dialect rocksdb log={} ({})",
+            log.log_number, log.number_source
+        )?;
+        printer.rocks = Some(RocksPrinter {
+            log_number: log.log_number,
+            recycled: false,
+            ended: false,
+        });
+    }
+    let (file_len, input_end) = walk(&mut input, start, limits, &log, &mut printer)?;
     writeln!(printer.out, "size {file_len}")?;
     finish(printer.out)?;
     for note in input_notes(&input_end) {

@@ -36,7 +36,8 @@ use bytes::BytesMut;
 use walcodec::{LogEncoder, RepairOptions, TailScan};
 
 use crate::common::{finish_reader, open_reader, Failure, Limits, RecoveryArg, Status};
-use crate::input::BlockingReader;
+use crate::dialect::{DialectArg, DialectArgs, LogChoice};
+use crate::input::{BlockingReader, Input};
 use crate::write::sync_parent;
 
 #[derive(Debug, clap::Args)]
@@ -50,12 +51,19 @@ pub(crate) struct Args {
     /// Say what would be truncated, and change nothing.
     #[arg(long, conflicts_with = "salvage")]
     dry_run: bool,
+    /// How FILE is read (see `dump --help`). Truncating takes LevelDB's format only;
+    /// --salvage reads either and writes LevelDB's (records decompressed).
+    #[command(flatten)]
+    dialect: DialectArgs,
 }
 
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     match &args.salvage {
-        Some(out) => salvage(&args.file, out, limits).await,
-        None => truncate(&args.file, args.dry_run, limits).await,
+        Some(out) => salvage(&args.file, &args.dialect, out, limits).await,
+        None => {
+            refuse_rocksdb(&args.file, &args.dialect, limits)?;
+            truncate(&args.file, args.dry_run, limits).await
+        }
     }
 }
 
@@ -135,8 +143,34 @@ async fn truncate(path: &Path, dry_run: bool, limits: Limits) -> Result<Status, 
 /// Bytes of encoded log gathered before a write to OUT.
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
-async fn salvage(path: &Path, out_path: &Path, limits: Limits) -> Result<Status, Failure> {
-    let mut reader = open_reader(path, RecoveryArg::SkipCorrupted, 0, limits)?;
+/// Truncation follows LevelDB's rules (the library's `repair_log`, the writer's
+/// recovery): a log in RocksDB's dialect is refused rather than cut by the wrong rules.
+fn refuse_rocksdb(path: &Path, dialect: &DialectArgs, limits: Limits) -> Result<(), Failure> {
+    if dialect.dialect == DialectArg::Leveldb {
+        return Ok(());
+    }
+    let Ok(mut input) = Input::open(path, limits) else {
+        // Not readable: truncate says why.
+        return Ok(());
+    };
+    let log = LogChoice::resolve(&mut input, path, dialect)?;
+    if log.dialect == walcodec::Dialect::RocksDb {
+        return Err(Failure::new(format!(
+            "{}: a RocksDB WAL ({}): repair truncates LevelDB-format logs only; --salvage OUT copies its records into a new log",
+            input.name(),
+            log.describe()
+        )));
+    }
+    Ok(())
+}
+
+async fn salvage(
+    path: &Path,
+    dialect: &DialectArgs,
+    out_path: &Path,
+    limits: Limits,
+) -> Result<Status, Failure> {
+    let (mut reader, _) = open_reader(path, dialect, Some(RecoveryArg::SkipCorrupted), 0, limits)?;
     let mut out = OpenOptions::new()
         .write(true)
         .create_new(true)

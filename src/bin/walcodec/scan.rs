@@ -1,9 +1,13 @@
 //! One pass over a log, or over one range of it, that gives each reading command
-//! everything it reports: the physical layout (`walcodec::physical::Chunks`), the
-//! records and the reports of one `LogDecoder`, and what a strict reader makes of
-//! the same bytes. Each fragment's checksum is computed once: the walk checks a
-//! block first, and the decoder checks again only in a block where the walk found a
-//! bad one (`LogDecoder::set_checksums`).
+//! everything it reports: the physical layout (`walcodec::physical::Pieces`, in the
+//! log's dialect), the records and the reports of one `LogDecoder`, and what a
+//! strict reader makes of the same bytes. Each fragment's checksum is computed once
+//! in LevelDB's dialect: the walk checks a block first, and the decoder checks again
+//! only in a block where the walk found a bad one (`LogDecoder::set_checksums`). A
+//! log read in RocksDB's dialect keeps the decoder's checks on (its old fragments and
+//! recycled-file rules make the decoder's decisions depend on more than a checksum),
+//! and is read as one range with a strict reader fed beside the decoder (see
+//! `parallel::read`).
 //!
 //! What the pass finds comes out as [`Item`]s in log order, block by block: the
 //! layout's findings in a block, then what the decoder found while it read that
@@ -24,14 +28,17 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::Decoder;
-use walcodec::physical::{Chunk, Chunks};
+use walcodec::fragment::FragmentRules;
+use walcodec::physical::{Chunk, Header, Piece, Pieces};
 use walcodec::{
-    block_start, Corruption, DecodeStats, LogDecoder, LogDecoderBuilder, LogRecord, Position,
-    BLOCK_SIZE, HEADER_SIZE,
+    block_start, Corruption, DecodeStats, Dialect, LogDecoder, LogDecoderBuilder, LogRecord,
+    Position, BLOCK_SIZE, HEADER_SIZE,
 };
 
-use crate::common::{Failure, Limits, READ_SIZE};
+use crate::common::{watched, Failure, Limits, READ_SIZE};
+use crate::dialect::LogChoice;
 use crate::input::{Input, InputEnd};
+use crate::wal::WalFacts;
 
 /// The block of what the decoder finds at the end of the input.
 pub(crate) const EOF_BLOCK: u64 = u64::MAX;
@@ -57,6 +64,9 @@ pub(crate) enum What {
         position: Position,
         len: u64,
         line: Range<usize>,
+        /// Why the line's record is not a whole WriteBatch (`dump --format batch`),
+        /// for stderr after the line.
+        not_batch: Option<Box<str>>,
     },
     /// The first decode that made a report or found a zeroed block: from here on the
     /// strict reader may decide otherwise than the decoder.
@@ -91,6 +101,31 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    /// Counts `piece`: what has a LevelDB view (`leveldb_chunk`) as that chunk, what
+    /// only RocksDB's dialect has here (old fragments only in `WalFacts`).
+    fn count_piece(&mut self, piece: &Piece<'_>) {
+        if let Some(chunk) = leveldb_chunk(piece) {
+            return self.count(&chunk);
+        }
+        match *piece {
+            Piece::Fragment {
+                fragment,
+                checksum_ok: true,
+                ..
+            }
+            | Piece::Metadata { fragment, .. } => {
+                let part = fragment.part().map(|part| part.record_type().as_u8());
+                match part.and_then(|t| self.by_type.get_mut(usize::from(t))) {
+                    Some(count) => *count += 1,
+                    None => self.other_types += 1,
+                }
+                self.header_bytes += fragment.header_len() as u64;
+            }
+            Piece::Fragment { .. } => self.bad_checksum_bytes += piece.len(),
+            _ => {}
+        }
+    }
+
     fn count(&mut self, chunk: &Chunk<'_>) {
         match *chunk {
             Chunk::Fragment {
@@ -180,6 +215,64 @@ pub(crate) struct ScanEnd {
     pub(crate) strict: StrictEnd,
     /// The layout of the blocks read.
     pub(crate) layout: Layout,
+    /// What the walk saw of a RocksDB WAL's own pieces.
+    pub(crate) wal: WalFacts,
+}
+
+/// The LevelDB view of a piece: the chunk `physical::Chunks` yields for it. `None`
+/// for what only RocksDB's dialect has: a fragment with an 11-byte header, an old
+/// fragment. (A metadata record with a 7-byte header is a fragment of a type LevelDB
+/// does not know; a 7-to-10-byte trailer a trailer.)
+pub(crate) fn leveldb_chunk<'a>(piece: &Piece<'a>) -> Option<Chunk<'a>> {
+    let legacy = |header: walcodec::fragment::FragmentHeader| {
+        (header.log_number.is_none()).then(|| Header::from(header))
+    };
+    Some(match *piece {
+        Piece::Fragment {
+            offset,
+            fragment,
+            payload,
+            checksum_ok,
+        } => Chunk::Fragment {
+            offset,
+            header: legacy(fragment.header())?,
+            payload,
+            checksum_ok,
+        },
+        Piece::Metadata {
+            offset,
+            fragment,
+            payload,
+            ..
+        } => Chunk::Fragment {
+            offset,
+            header: legacy(fragment.header())?,
+            payload,
+            checksum_ok: true,
+        },
+        Piece::Trailer { offset, bytes } => Chunk::Trailer { offset, bytes },
+        Piece::ZeroFill { offset, bytes } => Chunk::ZeroFill { offset, bytes },
+        Piece::BadLength {
+            offset,
+            header,
+            bytes,
+        } => Chunk::BadLength {
+            offset,
+            header: Header::from(header),
+            bytes,
+        },
+        Piece::Skipped { offset, bytes } => Chunk::Skipped { offset, bytes },
+        Piece::Torn {
+            offset,
+            header,
+            bytes,
+        } => Chunk::Torn {
+            offset,
+            header: header.map(Header::from),
+            bytes,
+        },
+        _ => return None,
+    })
 }
 
 /// The end of a `TolerateTail` read: damage stops it, a torn tail does not.
@@ -272,14 +365,18 @@ pub(crate) fn strict_from(
     Ok((strict.end(), failed.then_some(EOF_BLOCK)))
 }
 
-/// Formats a record's line for the commands that print records.
-pub(crate) type LineFormat = dyn Fn(&LogRecord, &mut Vec<u8>) + Send + Sync;
+/// Formats a record's line for the commands that print records; says why when the
+/// record is not what the format wants (not a whole WriteBatch).
+pub(crate) type LineFormat = dyn Fn(&LogRecord, &mut Vec<u8>) -> Option<Box<str>> + Send + Sync;
 
 /// How a pass reads.
 #[derive(Clone)]
 pub(crate) struct Settings {
     /// The decoder's settings (`common::decoder_builder`), without a reporter.
     pub(crate) builder: LogDecoderBuilder,
+    /// The log's dialect and number, which the walk reads in and whose reports
+    /// `LogChoice::watch` sees.
+    pub(crate) log: LogChoice,
     /// The first record wanted (`dump --start`), 0 for the whole log.
     pub(crate) start: u64,
     /// Walk the layout (and check each checksum once): `verify` and `stat`.
@@ -316,6 +413,8 @@ pub(crate) struct RangeEnd {
     pub(crate) error: Option<walcodec::Error>,
     /// The layout of the blocks it walked (those it read while kept).
     pub(crate) layout: Layout,
+    /// What the walk saw of a RocksDB WAL's own pieces in those blocks.
+    pub(crate) wal: WalFacts,
     /// The offset just past the last byte decoded.
     pub(crate) read_to: u64,
     /// The eager strict reader's end, when there is one.
@@ -365,11 +464,11 @@ pub(crate) fn run_range<'r>(
     };
     builder
         .start_offset(start)
-        .on_corruption(move |c: &Corruption| {
+        .on_corruption(watched(&settings.log, move |c: &Corruption| {
             sink.lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .push(c.clone())
-        });
+        }));
     let mut pass = RangePass {
         settings,
         handoff_at: (!task.last).then_some(task.to),
@@ -385,6 +484,8 @@ pub(crate) fn run_range<'r>(
         stop: false,
         offset: task.from,
         layout: Layout::default(),
+        wal: WalFacts::default(),
+        rules: settings.log.rules(),
         strict: settings
             .eager_strict
             .as_ref()
@@ -449,6 +550,7 @@ pub(crate) fn run_range<'r>(
         incomplete_tail: pass.decoder.has_incomplete_tail(),
         error: pass.error,
         layout: pass.layout,
+        wal: pass.wal,
         read_to: pass.offset,
         strict: pass.strict.map(Strict::end),
     })
@@ -475,6 +577,9 @@ struct RangePass<'a> {
     /// The offset of the next byte to decode.
     offset: u64,
     layout: Layout,
+    wal: WalFacts,
+    /// The walk's header rules: the log's dialect and number.
+    rules: FragmentRules,
     strict: Option<Strict>,
     batch: Batch,
 }
@@ -490,10 +595,11 @@ impl RangePass<'_> {
                 // A block is walked by the range whose findings are kept at its
                 // start: the layout's findings come before the decoder's.
                 intact = true;
-                for chunk in Chunks::new(&bytes, self.offset) {
-                    self.layout.count(&chunk);
-                    match chunk {
-                        Chunk::ZeroFill { offset, bytes } if bytes.iter().any(|&b| b != 0) => {
+                for piece in Pieces::new(&bytes, self.offset, self.rules) {
+                    self.layout.count_piece(&piece);
+                    self.wal.add(&piece);
+                    match piece {
+                        Piece::ZeroFill { offset, bytes } if bytes.iter().any(|&b| b != 0) => {
                             self.batch.items.push(Item {
                                 block,
                                 what: What::Hidden {
@@ -502,11 +608,17 @@ impl RangePass<'_> {
                                 },
                             })
                         }
-                        Chunk::Fragment {
+                        Piece::Fragment {
                             checksum_ok: false, ..
                         } => intact = false,
                         _ => {}
                     }
+                }
+                // RocksDB's dialect: the decoder checks every checksum itself (an old
+                // fragment ends the log before its checksum is looked at, a recycled
+                // file's bad checksum ends it in one mode only: not worth the risk).
+                if self.settings.log.dialect == Dialect::RocksDb {
+                    intact = false;
                 }
             }
             // The walk checked these checksums: checked again only where it found a
@@ -610,15 +722,17 @@ impl RangePass<'_> {
         let text = &mut self.batch.text;
         let from = text.len();
         let len = data.len() as u64;
-        if let Some(line) = &self.settings.line {
-            line(&LogRecord { position, data }, text);
-        }
+        let not_batch = match &self.settings.line {
+            Some(line) => line(&LogRecord { position, data }, text),
+            None => None,
+        };
         self.batch.items.push(Item {
             block,
             what: What::Record {
                 position,
                 len,
                 line: from..text.len(),
+                not_batch,
             },
         });
     }
@@ -638,28 +752,40 @@ pub(crate) fn read_full(source: &mut impl Read, buffer: &mut [u8]) -> io::Result
     Ok(filled)
 }
 
-/// What `dump --physical` does with each chunk of the layout.
+/// What `dump --physical` does with each piece of the layout.
 pub(crate) trait Visitor {
-    fn chunk(&mut self, chunk: &Chunk<'_>) -> Result<(), Failure>;
+    /// Each piece of the layout, in the log's dialect. By default, a piece that has a
+    /// LevelDB view (see `leveldb_chunk`) goes to `chunk`.
+    fn piece(&mut self, piece: &Piece<'_>) -> Result<(), Failure> {
+        match leveldb_chunk(piece) {
+            Some(chunk) => self.chunk(&chunk),
+            None => Ok(()),
+        }
+    }
+    fn chunk(&mut self, _chunk: &Chunk<'_>) -> Result<(), Failure> {
+        Ok(())
+    }
 }
 
-/// Walks the layout of `input` from the block holding `start` to where its read
-/// ends: `dump --physical`. Memory stays bounded by the read size.
+/// Walks the layout of `input` in `log`'s dialect from the block holding `start` to
+/// where its read ends: `dump --physical`. Memory stays bounded by the read size.
 pub(crate) fn walk(
     input: &mut Input,
     start: u64,
     _limits: Limits,
+    log: &LogChoice,
     visitor: &mut dyn Visitor,
 ) -> Result<(u64, InputEnd), Failure> {
     let mut offset = block_start(start);
     input.skip_to(offset)?;
+    let rules = log.rules();
     let mut buffer = vec![0u8; READ_SIZE];
     loop {
         let n = read_full(input, &mut buffer).map_err(|e| input.failure(e))?;
         // Whole blocks (READ_SIZE is a multiple of the block size) or the file's end,
         // so the walker never sees a block cut by the buffer.
-        for chunk in Chunks::new(&buffer[..n], offset) {
-            visitor.chunk(&chunk)?;
+        for piece in Pieces::new(&buffer[..n], offset, rules) {
+            visitor.piece(&piece)?;
         }
         offset += n as u64;
         if n < buffer.len() {

@@ -19,6 +19,10 @@
 //!   LOW..=HIGH COUNT BAR                     power-of-two buckets, empty ones inside the range kept
 //! ```
 //!
+//! A log read as RocksDB's (`--dialect`) gets the lines of `wal` at the end (header
+//! kinds, compression, metadata records, old fragments); its recyclable fragments
+//! count as the FULL, FIRST, MIDDLE and LAST they are, with 11 header bytes each.
+//!
 //! With `--format json`, the same as one JSON object (see `AFTER_HELP`).
 
 use std::io::Write;
@@ -27,6 +31,7 @@ use std::path::PathBuf;
 use walcodec::BLOCK_SIZE;
 
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
+use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::json::JsonObject;
 use crate::parallel::{scan, JobsArgs};
@@ -45,7 +50,8 @@ With --format json, one object on stdout:
   torn_tail_bytes, corruptions, dropped_bytes (the reports of LevelDB's reader,
     a torn tail's included: verify counts damage only),
   tail, valid_len, tail_bytes, complete, live, notes, result, exit_code (as verify),
-  record_sizes [{min, max, count}]   the non-empty span of power-of-two buckets",
+  record_sizes [{min, max, count}]   the non-empty span of power-of-two buckets,
+  wal {...}   a log read as RocksDB's only: as verify's (see verify --help)",
     "\n\n",
     exit_status!()
 );
@@ -59,6 +65,8 @@ pub(crate) struct Args {
     format: SummaryFormat,
     #[command(flatten)]
     jobs: JobsArgs,
+    #[command(flatten)]
+    dialect: DialectArgs,
 }
 
 /// The layout of the log, and its records by size bucket: 0 for empty, else
@@ -111,8 +119,9 @@ fn non_empty_span(histogram: &[u64; 65]) -> Option<(usize, usize)> {
 
 pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let mut input = Input::open(&args.file, limits)?;
+    let log = LogChoice::resolve(&mut input, &args.file, &args.dialect)?;
     let mut histogram = [0u64; 65];
-    let end = scan(&mut input, &args.jobs, limits, &mut |item| {
+    let end = scan(&mut input, &args.jobs, limits, &log, &mut |item| {
         if let What::Record { len, .. } = item.what {
             histogram[bucket(len)] += 1;
         }
@@ -127,9 +136,18 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let notes = input_notes(&end.input);
     let mut out = stdout();
     match args.format {
-        SummaryFormat::Text => write_text(input.name(), &counts, &end, &notes, status, &mut out)?,
+        SummaryFormat::Text => {
+            write_text(input.name(), &counts, &end, &notes, status, &mut out)?;
+            if log.dialect == walcodec::Dialect::RocksDb {
+                end.wal.write_text(&log, &mut out)?;
+            }
+        }
         SummaryFormat::Json => {
-            writeln!(out, "{}", json(input.name(), &counts, &end, &notes, status))?
+            let mut object = json(input.name(), &counts, &end, &notes, status);
+            if log.dialect == walcodec::Dialect::RocksDb {
+                object.object("wal", end.wal.json(&log));
+            }
+            writeln!(out, "{}", object.finish())?
         }
     }
     finish(out)?;
@@ -203,7 +221,13 @@ fn write_text(
     write_histogram(&counts.histogram, out)
 }
 
-fn json(name: &str, counts: &Counts, end: &ScanEnd, notes: &[String], status: Status) -> String {
+fn json(
+    name: &str,
+    counts: &Counts,
+    end: &ScanEnd,
+    notes: &[String],
+    status: Status,
+) -> JsonObject {
     let stats = end.stats;
     let (blocks, last_block_bytes) = blocks(end.file_len);
     let [zero, full, first, middle, last] = counts.layout.by_type;
@@ -256,7 +280,7 @@ fn json(name: &str, counts: &Counts, end: &ScanEnd, notes: &[String], status: St
     Tail::of(end, counts.layout.hidden_zero_fills > 0).json(&mut object, end);
     json_end(&mut object, end, notes, status);
     object.objects("record_sizes", sizes);
-    object.finish()
+    object
 }
 
 /// The non-empty span of the histogram, one bucket a line, with a bar scaled to the

@@ -19,7 +19,8 @@ use walcodec::LogTailer;
 use crate::common::{
     finish, finish_reader, open_reader, read_status, stdout, Failure, Limits, RecoveryArg, Status,
 };
-use crate::dump::{format_record, Format};
+use crate::dialect::DialectArgs;
+use crate::dump::{batch_dialect, format_record, report_batch_error, Format};
 use crate::input::input_name;
 
 #[derive(Debug, clap::Args)]
@@ -41,9 +42,12 @@ pub(crate) struct Args {
     /// How long to wait before looking again when the log has not grown, in ms.
     #[arg(long, value_name = "MS", default_value_t = 50)]
     poll_interval: u64,
-    /// What to do with damage.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = RecoveryArg::SkipCorrupted)]
-    recovery: RecoveryArg,
+    /// What to do with damage [default: skip-corrupted; for a RocksDB WAL
+    /// tolerate-tail, as `ldb dump_wal`: a recycled WAL ends at its first old bytes].
+    #[arg(long, value_enum, value_name = "MODE")]
+    recovery: Option<RecoveryArg>,
+    #[command(flatten)]
+    dialect: DialectArgs,
 }
 
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
@@ -56,7 +60,11 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
             input_name(path)
         )));
     }
-    let mut reader = open_reader(path, args.recovery, 0, limits)?;
+    args.format.check(args.max_bytes)?;
+    let batch_dialect = batch_dialect(&args.dialect);
+    let name = input_name(path);
+    let mut not_batches = false;
+    let (mut reader, _) = open_reader(path, &args.dialect, args.recovery, 0, limits)?;
     let mut last = VecDeque::with_capacity(args.records.min(1 << 16));
     let mut error = None;
     while let Some(record) = reader.next_record().await {
@@ -76,14 +84,30 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let mut line = Vec::new();
     for record in &last {
         line.clear();
-        format_record(record, args.format, args.max_bytes, &mut line);
+        let formatted = format_record(
+            record,
+            args.format,
+            args.max_bytes,
+            batch_dialect,
+            &mut line,
+        );
         out.write_all(&line)?;
+        if let Err(e) = formatted {
+            out.flush()?;
+            report_batch_error(&name, record, e);
+            not_batches = true;
+        }
     }
     out.flush()?;
     if !args.follow || error.is_some() {
         finish(out)?;
         let (name, decoder) = finish_reader(reader);
-        return read_status(&name, &decoder, error);
+        let status = read_status(&name, &decoder, error)?;
+        return Ok(if not_batches {
+            status.max(Status::Corrupt)
+        } else {
+            status
+        });
     }
 
     // Go on with the same decoder: it holds any record begun before EOF. The bytes the
@@ -106,8 +130,18 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         match record {
             Ok(record) => {
                 line.clear();
-                format_record(&record, args.format, args.max_bytes, &mut line);
+                let formatted = format_record(
+                    &record,
+                    args.format,
+                    args.max_bytes,
+                    batch_dialect,
+                    &mut line,
+                );
                 out.write_all(&line)?;
+                if let Err(e) = formatted {
+                    out.flush()?;
+                    report_batch_error(&name, &record, e);
+                }
                 // Whoever reads a followed log wants each record now.
                 out.flush()?;
             }

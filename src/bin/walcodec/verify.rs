@@ -11,6 +11,10 @@
 //! result: clean | corrupt | torn tail
 //! ```
 //!
+//! A log read as RocksDB's (`--dialect`) gets the lines of `wal` after `tail:`:
+//! dialect and log number, header sizes, compression, metadata records, ignorable
+//! and old fragments.
+//!
 //! Findings are printed as they are found, in log order (block by block: zero fill
 //! that hides data, then LevelDB's reports), so memory stays bounded on an input of
 //! any length; `--jobs N` prints the same. LevelDB's reports wait only while they may be about a torn tail (a
@@ -33,6 +37,7 @@ use std::path::PathBuf;
 use walcodec::Corruption;
 
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
+use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::json::JsonObject;
 use crate::parallel::{scan, JobsArgs};
@@ -54,6 +59,12 @@ With --format json, one object on stdout (findings go to stderr):
                    or \"torn\" (the last record cut short)
   valid_len        end of the last complete record a strict reader returned
   tail_bytes       bytes after it, for a \"zeros\" or \"torn\" tail
+  wal              a log read as RocksDB's only: {dialect, log_number,
+                   log_number_source, legacy_headers, recyclable_headers,
+                   compression, compression_records, timestamp_size_records,
+                   predecessor_wal_records, malformed_metadata_records,
+                   ignorable_fragments, old_fragments, old_bytes,
+                   live_end and old_log_number when an old fragment ends the log}
   complete         false when the read stopped at --max-input-bytes
   live             true when the file changed while it was read
   notes            sentences about how the read ended
@@ -72,6 +83,8 @@ pub(crate) struct Args {
     format: SummaryFormat,
     #[command(flatten)]
     jobs: JobsArgs,
+    #[command(flatten)]
+    dialect: DialectArgs,
 }
 
 /// More LevelDB reports than this while a strict reader still sees no damage is not a
@@ -140,6 +153,7 @@ impl Checker<'_> {
 pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let mut input = Input::open(&args.file, limits)?;
     let name = input.name().to_string();
+    let log = LogChoice::resolve(&mut input, &args.file, &args.dialect)?;
     let mut out = stdout();
     let mut stderr = io::stderr();
     let (findings, prefix): (&mut dyn Write, String) = match args.format {
@@ -154,7 +168,7 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         hidden: 0,
         hidden_bytes: 0,
     };
-    let end = scan(&mut input, &args.jobs, limits, &mut |item| {
+    let end = scan(&mut input, &args.jobs, limits, &log, &mut |item| {
         checker.item(item)
     })?;
     let (hidden, hidden_bytes) = (checker.hidden, checker.hidden_bytes);
@@ -196,6 +210,9 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
             writeln!(out, "dropped: {dropped} bytes in {corruptions} corruptions")?;
             writeln!(out, "zero fill: {} bytes", stats.zero_fill_bytes)?;
             writeln!(out, "tail: {}", tail.describe())?;
+            if log.dialect == walcodec::Dialect::RocksDb {
+                end.wal.write_text(&log, &mut out)?;
+            }
             for note in &notes {
                 writeln!(out, "note: {note}")?;
             }
@@ -212,6 +229,9 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
                 .number("dropped_bytes", dropped)
                 .number("zero_fill_bytes", stats.zero_fill_bytes);
             tail.json(&mut object, &end);
+            if log.dialect == walcodec::Dialect::RocksDb {
+                object.object("wal", end.wal.json(&log));
+            }
             json_end(&mut object, &end, &notes, status);
             writeln!(out, "{}", object.finish())?;
         }

@@ -26,6 +26,7 @@ use tokio_util::codec::Decoder;
 use walcodec::{LogEncoder, LogWriter, RecordIoCodec};
 
 use crate::common::{parse_hex, Failure, Limits, Status};
+use crate::dialect::{DialectArg, DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::parallel::{scan, JobsArgs};
 use crate::verdict::Tail;
@@ -115,7 +116,21 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
 /// last complete record. `Ok(len)` to append at `len`, `Err(status)` once explained.
 fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failure> {
     let mut input = Input::open(path, limits)?;
-    let end = scan(&mut input, &JobsArgs::default(), limits, &mut |_| Ok(()))?;
+    let auto = DialectArgs {
+        dialect: DialectArg::Auto,
+        log_number: None,
+    };
+    let log = LogChoice::resolve(&mut input, path, &auto)?;
+    if log.dialect == walcodec::Dialect::RocksDb {
+        return Err(Failure::new(format!(
+            "{}: refusing to append: a RocksDB WAL ({}), and write appends LevelDB's format",
+            path.display(),
+            log.describe()
+        )));
+    }
+    let end = scan(&mut input, &JobsArgs::default(), limits, &log, &mut |_| {
+        Ok(())
+    })?;
     let strict = &end.strict;
     if let Some(damage) = &strict.damage {
         eprintln!(

@@ -13,6 +13,8 @@
 //! | collecting (`Assembly`)  | reading fragments of a record that spans blocks         |
 //! | halted                   | ignored: end of a split, `PointInTime` stop, or error   |
 
+mod dialect;
+
 use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -25,6 +27,13 @@ use crate::error::{Corruption, CorruptionKind, Error};
 use crate::format::{
     block_start, fragment_crc_in_place, unmask, Position, RecordType, BLOCK_SIZE, HEADER_SIZE,
 };
+use crate::fragment::{
+    Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed, RECYCLABLE_HEADER_SIZE,
+};
+use crate::metadata::{
+    MetadataRecord, PredecessorWalInfo, TimestampSize, TimestampSizes, WalCompressionType,
+};
+use dialect::{LogState, MetadataReporter};
 
 /// The default bound on a record's size: 64 MiB.
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
@@ -195,6 +204,15 @@ pub struct DecodeStats {
     /// that no writer of the format leaves. An error in the strict modes; in
     /// `SkipCorrupted` they are skipped silently, as LevelDB does, and counted here.
     pub zeroed_blocks: u64,
+    /// RocksDB: metadata records read (types 9, 10, 11, 130, 131), never returned
+    /// as records.
+    pub metadata_records: u64,
+    /// RocksDB: bytes of fragments left from a recycled file's earlier use (another
+    /// log number) that the decoder passed over: the one that ended the log, or in
+    /// `SkipCorrupted` every one.
+    pub old_fragment_bytes: u64,
+    /// RocksDB: fragments of unknown types with bit 7 set, which readers skip.
+    pub ignored_fragments: u64,
 }
 
 /// Configures a [`LogDecoder`].
@@ -225,6 +243,10 @@ pub struct LogDecoderBuilder {
     start_offset: u64,
     end_offset: Option<u64>,
     reporter: Option<Reporter>,
+    dialect: Dialect,
+    log_number: u64,
+    compression: Option<WalCompressionType>,
+    metadata: Option<MetadataReporter>,
 }
 
 impl fmt::Debug for LogDecoderBuilder {
@@ -235,7 +257,11 @@ impl fmt::Debug for LogDecoderBuilder {
             .field("max_record_bytes", &self.max_record_bytes)
             .field("start_offset", &self.start_offset)
             .field("end_offset", &self.end_offset)
+            .field("dialect", &self.dialect)
+            .field("log_number", &self.log_number)
+            .field("compression", &self.compression)
             .field("reporter", &self.reporter.is_some())
+            .field("metadata", &self.metadata.is_some())
             .finish()
     }
 }
@@ -249,6 +275,10 @@ impl Default for LogDecoderBuilder {
             start_offset: 0,
             end_offset: None,
             reporter: None,
+            dialect: Dialect::LevelDb,
+            log_number: 0,
+            compression: None,
+            metadata: None,
         }
     }
 }
@@ -270,6 +300,55 @@ impl LogDecoderBuilder {
     /// damage: an error, or in `SkipCorrupted` a report, never an unbounded allocation.
     pub fn max_record_bytes(&mut self, max: usize) -> &mut Self {
         self.max_record_bytes = max;
+        self
+    }
+
+    /// The engine whose log format the log is in (default [`Dialect::LevelDb`]:
+    /// LevelDB's five types, anything else unknown). [`Dialect::RocksDb`] reads
+    /// RocksDB's WALs: recyclable fragments, compressed records and metadata
+    /// records.
+    ///
+    /// A recycled WAL ends at the first fragment of an older log: the decoder stops
+    /// there for good. So a [`LogTailer`](crate::LogTailer) following a recycled WAL
+    /// that RocksDB is still writing stops where the live records ended when it got
+    /// there; follow a recycled WAL by reopening it at the last checkpoint instead.
+    /// Compressed records are inflated whole (the streaming reader inflates them
+    /// fragment by fragment), within [`max_record_bytes`](Self::max_record_bytes).
+    pub fn dialect(&mut self, dialect: Dialect) -> &mut Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// The log's number, which RocksDB's recyclable fragments carry (default 0):
+    /// RocksDB names a WAL after it (`000012.log` is log 12). A recyclable fragment
+    /// with another number is left from the file's earlier use and ends the log.
+    /// Only the low 32 bits are stored in a header, so only those are compared.
+    pub fn log_number(&mut self, log_number: u64) -> &mut Self {
+        self.log_number = log_number;
+        self
+    }
+
+    /// RocksDB: the compression the log's type-9 record declares, for a decoder that
+    /// does not see that record because it starts past it
+    /// ([`start_offset`](Self::start_offset) beyond the log's first block). A type-9
+    /// record the decoder does read overrides it.
+    /// [`LogReader::open_at`](crate::LogReader::open_at) reads it from the file's
+    /// start by itself.
+    pub fn wal_compression(&mut self, compression: WalCompressionType) -> &mut Self {
+        self.compression = Some(compression);
+        self
+    }
+
+    /// RocksDB: called with the offset and contents of every metadata record the
+    /// decoder reads (compression type, timestamp sizes, predecessor WAL info).
+    /// Shared by every decoder this builder builds, like
+    /// [`on_corruption`](Self::on_corruption). The latest values are also kept by
+    /// the decoder ([`LogDecoder::wal_compression`] and the like).
+    pub fn on_metadata<F>(&mut self, callback: F) -> &mut Self
+    where
+        F: FnMut(u64, &MetadataRecord) + Send + 'static,
+    {
+        self.metadata = Some(Arc::new(Mutex::new(callback)));
         self
     }
 
@@ -304,11 +383,46 @@ impl LogDecoderBuilder {
         self
     }
 
+    /// Whether a decoder starting at `start_offset` would miss what RocksDB's
+    /// compression-type record at the log's start says (it is read only from the
+    /// log's first block), so a reader of a file should read it first: see
+    /// [`learn_log_start`](Self::learn_log_start).
+    pub(crate) fn needs_log_start(&self, start_offset: u64) -> bool {
+        self.dialect == Dialect::RocksDb
+            && self.compression.is_none()
+            && block_start(start_offset) > 0
+    }
+
+    /// Takes the compression from an intact type-9 record at the start of `log_start`
+    /// (the log's first bytes), if there is one.
+    pub(crate) fn learn_log_start(&mut self, log_start: &[u8]) {
+        let rules = FragmentRules::new(self.dialect).verify_checksums(self.checksums);
+        if let Parsed::Fragment(fragment) = rules.parse(log_start, BLOCK_SIZE) {
+            if fragment.fragment_type() == Some(FragmentType::SetCompressionType) {
+                if let Ok(compression) =
+                    WalCompressionType::parse(&log_start[fragment.payload_range()])
+                {
+                    self.compression = Some(compression);
+                }
+            }
+        }
+    }
+
     /// A decoder with the configured settings. The builder is unchanged: build
     /// again for another decoder just like it.
     pub fn build(&self) -> LogDecoder {
         let base = block_start(self.start_offset);
         LogDecoder {
+            rules: FragmentRules::new(self.dialect)
+                .log_number(self.log_number)
+                .verify_checksums(self.checksums),
+            log_number_le: (self.log_number as u32).to_le_bytes(),
+            state: {
+                let mut state = LogState::default();
+                state.set_compression(self.compression);
+                state
+            },
+            metadata: self.metadata.clone(),
             recovery: self.recovery,
             checksums: self.checksums,
             max_record_bytes: self.max_record_bytes,
@@ -495,6 +609,13 @@ enum Flow {
 /// same reporter) and `Send + Sync`.
 #[derive(Clone)]
 pub struct LogDecoder {
+    /// The header rules: dialect, log number, checksums.
+    rules: FragmentRules,
+    /// The low 32 bits of the log number as a recyclable header stores them.
+    log_number_le: [u8; 4],
+    /// What RocksDB's dialect knows of the log so far.
+    state: LogState,
+    metadata: Option<MetadataReporter>,
     recovery: Recovery,
     checksums: bool,
     max_record_bytes: usize,
@@ -633,7 +754,10 @@ impl LogDecoder {
     /// fragment is checked once. A decoder that skips the check of an intact
     /// fragment decides exactly as one that makes it.
     pub fn set_checksums(&mut self, verify: bool) {
+        // Both the plain-FULL fast paths (`self.checksums`) and the fragment layer
+        // (`rules`) check checksums: keep them in step.
         self.checksums = verify;
+        self.rules = self.rules.verify_checksums(verify);
     }
 
     /// The recovery mode in force.
@@ -644,6 +768,42 @@ impl LogDecoder {
     /// What the decoder has seen so far.
     pub fn stats(&self) -> DecodeStats {
         self.stats
+    }
+
+    /// The dialect the log is read in.
+    pub fn dialect(&self) -> Dialect {
+        self.rules.dialect()
+    }
+
+    /// RocksDB: whether the log is a recycled WAL (its first fragments have
+    /// recyclable headers), known once the decoder has read one.
+    pub fn is_recycled(&self) -> bool {
+        self.state.recycled
+    }
+
+    /// RocksDB: where a recycled WAL's own records ended: the offset of the first
+    /// fragment left from the file's earlier use (another log number), or, in
+    /// `TolerateTail`, of the first bad checksum or length. The decoder returns
+    /// nothing after it, in every mode but `SkipCorrupted`.
+    pub fn recycled_end(&self) -> Option<u64> {
+        self.state.recycled_end
+    }
+
+    /// RocksDB: the compression of the log's data records, as its type-9 record (or
+    /// [`LogDecoderBuilder::wal_compression`]) said; `None` before any.
+    pub fn wal_compression(&self) -> Option<WalCompressionType> {
+        self.state.compression
+    }
+
+    /// RocksDB: the user-defined timestamp sizes recorded so far, the latest per
+    /// column family, in the order the column families first appeared.
+    pub fn timestamp_sizes(&self) -> &[TimestampSize] {
+        &self.state.timestamp_sizes
+    }
+
+    /// RocksDB: what the log's predecessor WAL record said, if it had one.
+    pub fn predecessor_wal(&self) -> Option<PredecessorWalInfo> {
+        self.state.predecessor
     }
 
     /// Fragment mode: the next checked fragment payload of a record and where it
@@ -973,6 +1133,7 @@ impl LogDecoder {
             || !matches!(self.assembly, Assembly::Idle)
             || self.zero_suspect.is_some()
             || self.resyncing
+            || self.state.compressed
         {
             return None;
         }
@@ -1003,6 +1164,63 @@ impl LogDecoder {
         Some(self.finish_record(fragment_offset, record))
     }
 
+    /// The common case of a recycled RocksDB WAL: an intact recyclable FULL of this
+    /// log, in a log known to be recycled (the general loop decides that, and
+    /// everything about other log numbers), with nothing skipped or open.
+    /// Everything but LevelDB's common case: a recycled RocksDB WAL's common case
+    /// first, then the general loop. Out of line: a call in `decode_plain_full`
+    /// would cost LevelDB's common case its inlining.
+    #[inline(never)]
+    fn decode_slow(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
+        if let Some(record) = self.decode_plain_recyclable_full(src) {
+            return Ok(Some(record));
+        }
+        self.decode_inner(src, eof)
+    }
+
+    #[inline(always)]
+    fn decode_plain_recyclable_full(&mut self, src: &mut BytesMut) -> Option<Bytes> {
+        if !self.state.recycled
+            || self.flow != Flow::Reading
+            || self.skip.is_some()
+            || !matches!(self.assembly, Assembly::Idle)
+            || self.zero_suspect.is_some()
+            || self.resyncing
+            || self.state.compressed
+        {
+            return None;
+        }
+        let header = src.get(..RECYCLABLE_HEADER_SIZE)?;
+        if header[6] != FragmentType::RecyclableFull.as_u8()
+            || header[HEADER_SIZE..] != self.log_number_le
+        {
+            return None;
+        }
+        let block_left = BLOCK_SIZE - (self.offset % BLOCK_SIZE as u64) as usize;
+        let stored_checksum = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        let length = u16::from_le_bytes([header[4], header[5]]) as usize;
+        let fragment_len = RECYCLABLE_HEADER_SIZE + length;
+        let fragment_offset = self.offset;
+        if fragment_len > block_left
+            || fragment_len > src.len()
+            || length > self.max_record_bytes
+            || fragment_offset < self.start_offset
+            || fragment_offset >= self.end_offset
+        {
+            return None;
+        }
+        if self.checksums
+            && fragment_crc_in_place(&src[HEADER_SIZE - 1..fragment_len]) != unmask(stored_checksum)
+        {
+            return None;
+        }
+        let mut record = src.split_to(fragment_len).freeze();
+        record.advance(RECYCLABLE_HEADER_SIZE);
+        self.offset += fragment_len as u64;
+        self.stats.fragments += 1;
+        Some(self.finish_record(fragment_offset, record))
+    }
+
     fn decode_inner(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
         loop {
             if self.flow != Flow::Reading {
@@ -1022,273 +1240,594 @@ impl LogDecoder {
             }
 
             let block_left = BLOCK_SIZE - (self.offset % BLOCK_SIZE as u64) as usize;
-            if block_left < HEADER_SIZE {
-                self.skip = Some(Skip {
-                    until: self.offset + block_left as u64,
-                    why: SkipReason::Trailer,
-                });
-                continue;
-            }
-            if src.len() < HEADER_SIZE {
-                return self.need_more(src, eof);
-            }
-
-            if self.zeros_only(&src[..HEADER_SIZE])? {
+            if block_left >= HEADER_SIZE
+                && src.len() >= HEADER_SIZE
+                && self.zeros_only(&src[..HEADER_SIZE])?
+            {
                 // A header after the zeros: what they cut was damage after all.
                 continue;
             }
             let fragment_offset = self.offset;
-            let stored_checksum = u32::from_le_bytes([src[0], src[1], src[2], src[3]]);
-            let length = u16::from_le_bytes([src[4], src[5]]) as usize;
-            let type_byte = src[6];
-
-            if type_byte == RecordType::Zero.as_u8() && length == 0 {
-                // Preallocated space: LevelDB skips the rest of the block silently.
-                // The header goes at once: its checksum bytes may hold the start of a
-                // header cut short, which is no sign of data after the zeros.
-                self.stats.zero_fill_bytes += HEADER_SIZE as u64;
-                self.consume(src, HEADER_SIZE);
-                self.skip = Some(Skip {
-                    until: fragment_offset + block_left as u64,
-                    why: SkipReason::ZeroFill,
-                });
-                if self.recovery == Recovery::SkipCorrupted {
+            let parsed = self.rules.parse(src, block_left);
+            if let Some(header) = parsed.fragment_header() {
+                if header.log_number.is_some() && !self.legacy_data() {
+                    self.state.recycled = true;
+                }
+            }
+            match parsed {
+                Parsed::Trailer { len } => {
+                    self.skip = Some(Skip {
+                        until: fragment_offset + len as u64,
+                        why: SkipReason::Trailer,
+                    });
+                }
+                Parsed::ZeroFill { len }
+                    if self.rules.dialect() == Dialect::RocksDb && len < RECYCLABLE_HEADER_SIZE =>
+                {
+                    // The 7–10 zero bytes a recyclable writer leaves where its header
+                    // does not fit: a trailer, even inside a record (RocksDB's writer
+                    // leaves one between the chunks of a compressed record).
+                    self.skip = Some(Skip {
+                        until: fragment_offset + len as u64,
+                        why: SkipReason::Trailer,
+                    });
+                }
+                Parsed::ZeroFill { len } => self.zero_fill(src, fragment_offset, len)?,
+                Parsed::Incomplete { needed, header } => {
+                    if !eof && header.is_some() && needed > src.len() {
+                        // Room for the whole fragment (at most a block) at once: a
+                        // reader such as `FramedRead` asks for one more byte of room per
+                        // read, and would otherwise grow its buffer, copying what it
+                        // holds, several times over for one large fragment.
+                        src.reserve(needed - src.len());
+                    }
+                    return self.need_more(src, eof);
+                }
+                Parsed::Defect(Defect::BadLength { block_left, .. }) => {
+                    if self.ends_recycled_log(fragment_offset) {
+                        continue;
+                    }
+                    self.consume(src, block_left);
+                    self.corrupt(Corruption::new(
+                        fragment_offset,
+                        block_left as u64,
+                        CorruptionKind::BadRecordLength,
+                    ))?;
                     if let Some(cut) = self.abandon_assembly() {
                         self.corrupt(cut)?;
                     }
-                } else if let Some(cut) = self.abandon_assembly() {
-                    // Zeros after a FIRST are what a power cut leaves when the file's
-                    // size reached the disk before its data: a torn tail if only
-                    // zeros follow to EOF, damage if anything else does.
-                    self.suspect(ZeroSuspect::Cut(cut));
                 }
-                if fragment_offset % BLOCK_SIZE as u64 == 0 {
-                    self.suspect(ZeroSuspect::ZeroedBlock {
-                        at: fragment_offset,
-                    });
+                Parsed::Defect(Defect::OldLogNumber { fragment }) => {
+                    self.old_fragment(src, fragment_offset, fragment)?;
                 }
-                continue;
-            }
-
-            if HEADER_SIZE + length > block_left {
-                if src.len() < block_left {
-                    // Could be a torn write at EOF: decide once the block is complete.
-                    return self.need_more(src, eof);
-                }
-                self.consume(src, block_left);
-                self.corrupt(Corruption::new(
-                    fragment_offset,
-                    block_left as u64,
-                    CorruptionKind::BadRecordLength,
-                ))?;
-                if let Some(cut) = self.abandon_assembly() {
-                    self.corrupt(cut)?;
-                }
-                continue;
-            }
-
-            let fragment_len = HEADER_SIZE + length;
-            if src.len() < fragment_len {
-                if !eof {
-                    // Room for the whole fragment (at most a block) at once: a reader
-                    // such as `FramedRead` asks for one more byte of room per read, and
-                    // would otherwise grow its buffer, copying what it holds, several
-                    // times over for one large fragment.
-                    src.reserve(fragment_len - src.len());
-                }
-                return self.need_more(src, eof);
-            }
-
-            if self.checksums
-                && fragment_crc_in_place(&src[HEADER_SIZE - 1..fragment_len])
-                    != unmask(stored_checksum)
-            {
-                let damage = Corruption::new(
-                    fragment_offset,
-                    block_left as u64,
-                    CorruptionKind::ChecksumMismatch,
-                );
-                if self.recovery != Recovery::SkipCorrupted
-                    && cut_at_sector(fragment_offset, &src[..fragment_len])
-                {
-                    // Perhaps a write cut short in space preallocated with zeros: the
-                    // rest of the file decides (see `ZeroSuspect::Cut`).
-                    self.assembly = Assembly::Idle;
-                    self.suspect(ZeroSuspect::Cut(damage));
-                    self.consume(src, fragment_len);
-                    self.skip = Some(Skip {
-                        until: fragment_offset + block_left as u64,
-                        why: SkipReason::ZeroFill,
-                    });
-                    continue;
-                }
-                let then = self.abandon_assembly();
-                if self.recovery == Recovery::SkipCorrupted {
-                    self.skip = Some(Skip {
-                        until: self.offset + block_left as u64,
-                        why: SkipReason::Damage {
-                            at: fragment_offset,
-                            kind: CorruptionKind::ChecksumMismatch,
-                            then,
-                        },
-                    });
-                } else {
-                    self.corrupt(damage)?;
-                }
-                continue;
-            }
-
-            // Advancing the frozen view is a pointer bump; advancing the BytesMut
-            // is not inlined.
-            let mut payload = src.split_to(fragment_len).freeze();
-            payload.advance(HEADER_SIZE);
-            self.offset += fragment_len as u64;
-            self.stats.fragments += 1;
-
-            if fragment_offset < self.start_offset {
-                continue;
-            }
-            let record_type = match RecordType::from_u8(type_byte) {
-                Some(RecordType::Zero) | None => None,
-                known => known,
-            };
-            if self.resyncing {
-                match record_type {
-                    Some(RecordType::Middle) | Some(RecordType::Last) => continue,
-                    Some(_) => self.resyncing = false,
-                    None => {}
-                }
-            }
-            if matches!(
-                record_type,
-                Some(RecordType::Full) | Some(RecordType::First)
-            ) && fragment_offset >= self.end_offset
-            {
-                self.assembly = Assembly::Idle;
-                self.flow = Flow::Halted {
-                    at: fragment_offset,
-                };
-                continue;
-            }
-
-            match record_type {
-                Some(RecordType::Full) => {
-                    if !matches!(self.assembly, Assembly::Idle) {
-                        self.interrupt_assembly()?;
-                        if self.flow != Flow::Reading {
-                            continue;
-                        }
-                    }
-                    if payload.len() > self.max_record_bytes {
-                        self.corrupt(Corruption::new(
-                            fragment_offset,
-                            payload.len() as u64,
-                            CorruptionKind::RecordTooLarge,
-                        ))?;
+                Parsed::Defect(Defect::ChecksumMismatch {
+                    fragment,
+                    block_left,
+                }) => {
+                    if self.ends_recycled_log(fragment_offset) {
                         continue;
                     }
-                    return Ok(Some(self.finish_record(fragment_offset, payload)));
+                    self.checksum_mismatch(src, fragment_offset, fragment.len(), block_left)?;
                 }
-                Some(RecordType::First) => {
-                    self.interrupt_assembly()?;
-                    if self.flow != Flow::Reading {
-                        continue;
+                Parsed::Fragment(fragment) => {
+                    if let Some(record) = self.fragment(src, fragment_offset, fragment)? {
+                        return Ok(Some(record));
                     }
-                    let mut parts = Parts::default();
-                    let handed = if self.fragments {
-                        // Handed out, not kept: the open record is only counted.
-                        parts.len = payload.len();
-                        Some(payload)
-                    } else {
-                        parts.push(payload);
-                        None
-                    };
-                    self.assembly = Assembly::Collecting {
-                        start: fragment_offset,
-                        parts,
-                    };
-                    self.check_record_size()?;
-                    if let (Some(payload), Assembly::Collecting { .. }) = (handed, &self.assembly) {
-                        self.mark = FragmentMark::Begin {
-                            start: fragment_offset,
-                        };
-                        return Ok(Some(payload));
-                    }
-                }
-                Some(RecordType::Middle) | Some(RecordType::Last) => {
-                    let last = record_type == Some(RecordType::Last);
-                    match &mut self.assembly {
-                        Assembly::Idle => {
-                            self.corrupt(Corruption::new(
-                                fragment_offset,
-                                payload.len() as u64,
-                                CorruptionKind::MissingStart,
-                            ))?;
-                        }
-                        Assembly::Discarding { dropped, .. } => {
-                            *dropped += payload.len() as u64;
-                            if last {
-                                self.interrupt_assembly()?;
-                            }
-                        }
-                        Assembly::Collecting { parts, .. } if self.fragments => {
-                            parts.len += payload.len();
-                            let len = parts.len;
-                            self.check_record_size()?;
-                            if let Assembly::Collecting { start, .. } = self.assembly {
-                                if !last {
-                                    self.mark = FragmentMark::Middle;
-                                    return Ok(Some(payload));
-                                }
-                                self.assembly = Assembly::Idle;
-                                self.mark = FragmentMark::End;
-                                // The record's earlier fragments count too.
-                                self.stats.record_bytes += (len - payload.len()) as u64;
-                                return Ok(Some(self.finish_record(start, payload)));
-                            }
-                            if last {
-                                self.interrupt_assembly()?;
-                            }
-                        }
-                        Assembly::Collecting { parts, .. } => {
-                            parts.push(payload);
-                            self.check_record_size()?;
-                            if last {
-                                match std::mem::replace(&mut self.assembly, Assembly::Idle) {
-                                    Assembly::Collecting { start, parts } => {
-                                        let record = parts.join();
-                                        return Ok(Some(self.finish_record(start, record)));
-                                    }
-                                    Assembly::Discarding { start, dropped } => {
-                                        self.corrupt(Corruption::new(
-                                            start,
-                                            dropped,
-                                            CorruptionKind::RecordTooLarge,
-                                        ))?;
-                                    }
-                                    Assembly::Idle => {}
-                                }
-                            }
-                        }
-                    }
-                }
-                Some(RecordType::Zero) | None => {
-                    let held = match std::mem::replace(&mut self.assembly, Assembly::Idle) {
-                        Assembly::Idle => 0,
-                        Assembly::Collecting { start, parts } => {
-                            self.note_cut(start, CorruptionKind::UnknownRecordType(type_byte));
-                            parts.len as u64
-                        }
-                        Assembly::Discarding { dropped, .. } => dropped,
-                    };
-                    self.corrupt(Corruption::new(
-                        fragment_offset,
-                        payload.len() as u64 + held,
-                        CorruptionKind::UnknownRecordType(type_byte),
-                    ))?;
                 }
             }
         }
+    }
+
+    /// RocksDB: whether a legacy data fragment was read. The plain-FULL path does not
+    /// note it (it stays lean for LevelDB): the records it returned in a log not
+    /// recycled were all legacy.
+    fn legacy_data(&self) -> bool {
+        self.state.legacy_data || (!self.state.recycled && self.stats.records > 0)
+    }
+
+    /// RocksDB: whether a data fragment was read (records returned included).
+    fn data_seen(&self) -> bool {
+        self.state.data_seen || self.stats.records > 0
+    }
+
+    /// A type-0, length-0 header: the rest of the block (`len` bytes) is zero fill.
+    fn zero_fill(&mut self, src: &mut BytesMut, at: u64, len: usize) -> Result<(), Error> {
+        // Preallocated space: LevelDB skips the rest of the block silently. The
+        // header goes at once: its checksum bytes may hold the start of a header cut
+        // short, which is no sign of data after the zeros.
+        self.stats.zero_fill_bytes += HEADER_SIZE as u64;
+        self.consume(src, HEADER_SIZE);
+        self.skip = Some(Skip {
+            until: at + len as u64,
+            why: SkipReason::ZeroFill,
+        });
+        if self.recovery == Recovery::SkipCorrupted {
+            if let Some(cut) = self.abandon_assembly() {
+                self.corrupt(cut)?;
+            }
+        } else if let Some(cut) = self.abandon_assembly() {
+            // Zeros after a FIRST are what a power cut leaves when the file's size
+            // reached the disk before its data: a torn tail if only zeros follow to
+            // EOF, damage if anything else does.
+            self.suspect(ZeroSuspect::Cut(cut));
+        }
+        if at % BLOCK_SIZE as u64 == 0 {
+            self.suspect(ZeroSuspect::ZeroedBlock { at });
+        }
+        Ok(())
+    }
+
+    /// A fragment at `at`, `fragment_len` bytes long, failed its checksum; `block_left`
+    /// bytes are left in its block.
+    fn checksum_mismatch(
+        &mut self,
+        src: &mut BytesMut,
+        at: u64,
+        fragment_len: usize,
+        block_left: usize,
+    ) -> Result<(), Error> {
+        let damage = Corruption::new(at, block_left as u64, CorruptionKind::ChecksumMismatch);
+        if self.recovery != Recovery::SkipCorrupted && cut_at_sector(at, &src[..fragment_len]) {
+            // Perhaps a write cut short in space preallocated with zeros: the rest of
+            // the file decides (see `ZeroSuspect::Cut`).
+            self.assembly = Assembly::Idle;
+            self.suspect(ZeroSuspect::Cut(damage));
+            self.consume(src, fragment_len);
+            self.skip = Some(Skip {
+                until: at + block_left as u64,
+                why: SkipReason::ZeroFill,
+            });
+            return Ok(());
+        }
+        let then = self.abandon_assembly();
+        if self.recovery == Recovery::SkipCorrupted {
+            self.skip = Some(Skip {
+                until: self.offset + block_left as u64,
+                why: SkipReason::Damage {
+                    at,
+                    kind: CorruptionKind::ChecksumMismatch,
+                    then,
+                },
+            });
+            Ok(())
+        } else {
+            self.corrupt(damage)
+        }
+    }
+
+    /// RocksDB: in a recycled file, `TolerateTail` takes a bad checksum or length at
+    /// `at` as the end of the log, silently (what is after it may be the file's
+    /// earlier content, cut by a crash mid-write). Returns whether it did.
+    fn ends_recycled_log(&mut self, at: u64) -> bool {
+        if !self.state.recycled || self.recovery != Recovery::TolerateTail {
+            return false;
+        }
+        if let Some(open) = self.abandon_assembly() {
+            self.note_cut(open.offset(), CorruptionKind::OldRecord);
+        }
+        self.end_recycled_log(at);
+        true
+    }
+
+    fn end_recycled_log(&mut self, at: u64) {
+        if self.flow == Flow::Reading {
+            self.state.recycled_end = Some(at);
+            self.flow = Flow::Halted { at };
+        }
+    }
+
+    /// RocksDB: a recyclable fragment with another log number, left from the file's
+    /// earlier use. It ends the log, except in `SkipCorrupted`, which passes over it.
+    fn old_fragment(
+        &mut self,
+        src: &mut BytesMut,
+        at: u64,
+        fragment: Fragment,
+    ) -> Result<(), Error> {
+        let len = fragment.len();
+        self.consume(src, len);
+        if self.legacy_data() && !self.state.recycled {
+            return self.unexpected_recyclable(at, len);
+        }
+        self.stats.old_fragment_bytes += len as u64;
+        let open = self.abandon_assembly();
+        if self.recovery == Recovery::SkipCorrupted {
+            return match open {
+                Some(cut) => self.corrupt(cut),
+                None => Ok(()),
+            };
+        }
+        if let Some(cut) = open {
+            self.note_cut(cut.offset(), CorruptionKind::OldRecord);
+            if self.recovery != Recovery::TolerateTail {
+                self.corrupt(Corruption::new(
+                    cut.offset(),
+                    cut.bytes(),
+                    CorruptionKind::OldRecord,
+                ))?;
+            }
+        }
+        self.end_recycled_log(at);
+        Ok(())
+    }
+
+    /// RocksDB: a recyclable fragment (already consumed, `len` bytes at `at`) after
+    /// the log's legacy data.
+    fn unexpected_recyclable(&mut self, at: u64, len: usize) -> Result<(), Error> {
+        let then = self.abandon_assembly();
+        self.corrupt(Corruption::new(
+            at,
+            len as u64,
+            CorruptionKind::UnexpectedRecyclable,
+        ))?;
+        match then {
+            Some(cut) => self.corrupt(cut),
+            None => Ok(()),
+        }
+    }
+
+    /// A complete fragment whose checksum matched (or was not checked).
+    fn fragment(
+        &mut self,
+        src: &mut BytesMut,
+        fragment_offset: u64,
+        fragment: Fragment,
+    ) -> Result<Option<Bytes>, Error> {
+        let fragment_len = fragment.len();
+        let recyclable = fragment.log_number().is_some();
+        if recyclable && !self.state.recycled {
+            self.consume(src, fragment_len);
+            self.unexpected_recyclable(fragment_offset, fragment_len)?;
+            return Ok(None);
+        }
+        // Advancing the frozen view is a pointer bump; advancing the BytesMut
+        // is not inlined.
+        let mut payload = src.split_to(fragment_len).freeze();
+        payload.advance(fragment.header_len());
+        self.offset += fragment_len as u64;
+        self.stats.fragments += 1;
+
+        let type_byte = fragment.type_byte();
+        let record_type = match fragment.fragment_type() {
+            Some(fragment_type) => match fragment_type.part() {
+                Some(part) => part.record_type(),
+                None if fragment_type == FragmentType::Zero => {
+                    self.unknown_type(fragment_offset, type_byte, payload.len())?;
+                    return Ok(None);
+                }
+                None => {
+                    self.metadata_record(fragment_offset, fragment_type, &payload)?;
+                    return Ok(None);
+                }
+            },
+            None if fragment.is_ignorable() => {
+                // RocksDB: a type with bit 7 set is one a newer writer may add and
+                // older readers skip; it still cuts a record open around it.
+                self.stats.ignored_fragments += 1;
+                if let Some(cut) = self.abandon_assembly() {
+                    self.corrupt(cut)?;
+                }
+                return Ok(None);
+            }
+            None => {
+                self.unknown_type(fragment_offset, type_byte, payload.len())?;
+                return Ok(None);
+            }
+        };
+        if !recyclable {
+            self.state.legacy_data = true;
+        }
+        self.state.data_seen = true;
+
+        if fragment_offset < self.start_offset {
+            return Ok(None);
+        }
+        if self.resyncing {
+            match record_type {
+                RecordType::Middle | RecordType::Last => return Ok(None),
+                _ => self.resyncing = false,
+            }
+        }
+        if matches!(record_type, RecordType::Full | RecordType::First)
+            && fragment_offset >= self.end_offset
+        {
+            self.assembly = Assembly::Idle;
+            self.flow = Flow::Halted {
+                at: fragment_offset,
+            };
+            return Ok(None);
+        }
+        let fragments = self.fragments;
+
+        match record_type {
+            RecordType::Full => {
+                if !matches!(self.assembly, Assembly::Idle) {
+                    self.interrupt_assembly()?;
+                    if self.flow != Flow::Reading {
+                        return Ok(None);
+                    }
+                }
+                if payload.len() > self.raw_record_limit() {
+                    self.corrupt(Corruption::new(
+                        fragment_offset,
+                        payload.len() as u64,
+                        CorruptionKind::RecordTooLarge,
+                    ))?;
+                    return Ok(None);
+                }
+                return self.complete_record(fragment_offset, payload);
+            }
+            RecordType::First => {
+                self.interrupt_assembly()?;
+                if self.flow != Flow::Reading {
+                    return Ok(None);
+                }
+                let mut parts = Parts::default();
+                let handed = if fragments {
+                    // Handed out, not kept: the open record is only counted.
+                    parts.len = payload.len();
+                    Some(payload)
+                } else {
+                    parts.push(payload);
+                    None
+                };
+                self.assembly = Assembly::Collecting {
+                    start: fragment_offset,
+                    parts,
+                };
+                self.check_record_size()?;
+                if let (Some(payload), Assembly::Collecting { .. }) = (handed, &self.assembly) {
+                    let Some(payload) =
+                        self.inflate_fragment(fragment_offset, payload, (true, false))?
+                    else {
+                        return Ok(None);
+                    };
+                    self.mark = FragmentMark::Begin {
+                        start: fragment_offset,
+                    };
+                    return Ok(Some(payload));
+                }
+            }
+            RecordType::Middle | RecordType::Last => {
+                let last = record_type == RecordType::Last;
+                match &mut self.assembly {
+                    Assembly::Idle => {
+                        self.corrupt(Corruption::new(
+                            fragment_offset,
+                            payload.len() as u64,
+                            CorruptionKind::MissingStart,
+                        ))?;
+                    }
+                    Assembly::Discarding { dropped, .. } => {
+                        *dropped += payload.len() as u64;
+                        if last {
+                            self.interrupt_assembly()?;
+                        }
+                    }
+                    Assembly::Collecting { parts, .. } if fragments => {
+                        parts.len += payload.len();
+                        let len = parts.len;
+                        self.check_record_size()?;
+                        if let Assembly::Collecting { start, .. } = self.assembly {
+                            let stored_len = payload.len();
+                            let Some(payload) =
+                                self.inflate_fragment(start, payload, (false, last))?
+                            else {
+                                return Ok(None);
+                            };
+                            if !last {
+                                self.mark = FragmentMark::Middle;
+                                return Ok(Some(payload));
+                            }
+                            self.assembly = Assembly::Idle;
+                            self.mark = FragmentMark::End;
+                            // The record's earlier fragments count too (as stored,
+                            // in a compressed log).
+                            self.stats.record_bytes += (len - stored_len) as u64;
+                            return Ok(Some(self.finish_record(start, payload)));
+                        }
+                        if last {
+                            self.interrupt_assembly()?;
+                        }
+                    }
+                    Assembly::Collecting { parts, .. } => {
+                        parts.push(payload);
+                        self.check_record_size()?;
+                        if last {
+                            match std::mem::replace(&mut self.assembly, Assembly::Idle) {
+                                Assembly::Collecting { start, parts } => {
+                                    return self.complete_record(start, parts.join());
+                                }
+                                Assembly::Discarding { start, dropped } => {
+                                    self.corrupt(Corruption::new(
+                                        start,
+                                        dropped,
+                                        CorruptionKind::RecordTooLarge,
+                                    ))?;
+                                }
+                                Assembly::Idle => {}
+                            }
+                        }
+                    }
+                }
+            }
+            RecordType::Zero => unreachable!("type 0 has no part"),
+        }
+        Ok(None)
+    }
+
+    /// A fragment of a type the dialect does not know: it and any open record go.
+    fn unknown_type(&mut self, at: u64, type_byte: u8, len: usize) -> Result<(), Error> {
+        let held = match std::mem::replace(&mut self.assembly, Assembly::Idle) {
+            Assembly::Idle => 0,
+            Assembly::Collecting { start, parts } => {
+                self.note_cut(start, CorruptionKind::UnknownRecordType(type_byte));
+                parts.len as u64
+            }
+            Assembly::Discarding { dropped, .. } => dropped,
+        };
+        self.corrupt(Corruption::new(
+            at,
+            len as u64 + held,
+            CorruptionKind::UnknownRecordType(type_byte),
+        ))
+    }
+
+    /// The largest raw record: `max_record_bytes`, with room for what zstd adds to
+    /// an incompressible record when records are compressed (its inflated size is
+    /// checked against the limit itself).
+    fn raw_record_limit(&self) -> usize {
+        if self.state.is_compressed() {
+            let max = self.max_record_bytes;
+            max.saturating_add(max / 128).saturating_add(128)
+        } else {
+            self.max_record_bytes
+        }
+    }
+
+    /// A record's bytes are all in, from `start`: returns it, inflated if the log
+    /// is compressed (a record that does not inflate is damage).
+    fn complete_record(&mut self, start: u64, raw: Bytes) -> Result<Option<Bytes>, Error> {
+        let Some(compression) = self
+            .state
+            .compression
+            .filter(|_| self.state.is_compressed())
+        else {
+            return Ok(Some(self.finish_record(start, raw)));
+        };
+        if raw.is_empty() {
+            // RocksDB writes an empty record as an empty fragment, no frame.
+            return Ok(Some(self.finish_record(start, raw)));
+        }
+        match self
+            .state
+            .inflater
+            .inflate(compression, &raw, self.max_record_bytes)
+        {
+            Ok(record) => Ok(Some(self.finish_record(start, Bytes::from(record)))),
+            Err(failure) => {
+                self.note_cut(start, failure.kind);
+                let bytes = failure.bytes.unwrap_or(raw.len() as u64);
+                if failure.kind == CorruptionKind::RecordTooLarge {
+                    self.corrupt(Corruption::new(start, bytes, failure.kind))?;
+                } else {
+                    self.corrupt(Corruption::with_reason(
+                        start,
+                        bytes,
+                        failure.kind,
+                        failure.reason,
+                    ))?;
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Fragment mode in a compressed log: the inflated bytes of `payload`, a
+    /// fragment (beginning and/or ending it, as `parts` says) of the record open at
+    /// `start`; `None` once a record that does not inflate is handled as damage.
+    fn inflate_fragment(
+        &mut self,
+        start: u64,
+        payload: Bytes,
+        parts: (bool, bool),
+    ) -> Result<Option<Bytes>, Error> {
+        let Some(compression) = self
+            .state
+            .compression
+            .filter(|_| self.state.is_compressed())
+        else {
+            return Ok(Some(payload));
+        };
+        match self
+            .state
+            .inflater
+            .inflate_piece(compression, &payload, parts, self.max_record_bytes)
+        {
+            Ok(inflated) => Ok(Some(Bytes::from(inflated))),
+            Err(failure) => {
+                self.assembly = Assembly::Idle;
+                self.note_cut(start, failure.kind);
+                let bytes = failure.bytes.unwrap_or(payload.len() as u64);
+                self.corrupt(Corruption::with_reason(
+                    start,
+                    bytes,
+                    failure.kind,
+                    failure.reason,
+                ))?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// RocksDB: a metadata record (type 9, 10, 11, 130 or 131) at `at`: kept,
+    /// handed to the callback, never returned.
+    fn metadata_record(
+        &mut self,
+        at: u64,
+        fragment_type: FragmentType,
+        payload: &[u8],
+    ) -> Result<(), Error> {
+        self.stats.metadata_records += 1;
+        if let Assembly::Collecting { start, parts } =
+            std::mem::replace(&mut self.assembly, Assembly::Idle)
+        {
+            self.note_cut(start, CorruptionKind::MetadataInRecord);
+            self.corrupt(Corruption::new(
+                start,
+                parts.len as u64,
+                CorruptionKind::MetadataInRecord,
+            ))?;
+        }
+        let type_byte = fragment_type.as_u8();
+        let parsed = match fragment_type {
+            FragmentType::SetCompressionType => {
+                WalCompressionType::parse(payload).map(MetadataRecord::Compression)
+            }
+            FragmentType::PredecessorWalInfo | FragmentType::RecyclablePredecessorWalInfo => {
+                PredecessorWalInfo::parse(payload).map(MetadataRecord::PredecessorWal)
+            }
+            _ => TimestampSizes::parse(payload)
+                .map(|sizes| MetadataRecord::TimestampSizes(sizes.iter().collect())),
+        };
+        let record = match parsed {
+            Ok(record) => record,
+            Err(error) => {
+                let kind = CorruptionKind::BadMetadataRecord(type_byte);
+                return self.corrupt(Corruption::with_reason(
+                    at,
+                    payload.len() as u64,
+                    kind,
+                    format!("{kind}: {error}"),
+                ));
+            }
+        };
+        let late = matches!(record, MetadataRecord::Compression(_))
+            && (self.state.compression.is_some() || self.data_seen());
+        self.state.apply(&record);
+        if let Some(callback) = &self.metadata {
+            let mut callback = callback
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            callback(at, &record);
+        }
+        if late {
+            self.corrupt(Corruption::new(
+                at,
+                payload.len() as u64,
+                CorruptionKind::LateCompressionType,
+            ))?;
+        }
+        if let MetadataRecord::Compression(compression) = record {
+            if !compression.is_supported() {
+                self.corrupt(Corruption::new(
+                    at,
+                    payload.len() as u64,
+                    CorruptionKind::UnsupportedCompression(compression.as_u32()),
+                ))?;
+            }
+        }
+        Ok(())
     }
 
     /// Switches an open record that crossed `max_record_bytes` to discarding.
@@ -1328,14 +1867,14 @@ impl Decoder for LogDecoder {
         if let Some(record) = self.decode_plain_full(src) {
             return Ok(Some(record));
         }
-        self.decode_inner(src, false)
+        self.decode_slow(src, false)
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, Error> {
         if let Some(record) = self.decode_plain_full(src) {
             return Ok(Some(record));
         }
-        self.decode_inner(src, true)
+        self.decode_slow(src, true)
     }
 }
 

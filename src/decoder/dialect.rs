@@ -1,0 +1,221 @@
+//! What RocksDB's dialect adds above the fragment layer for one log: whether the
+//! file is recycled, how its records are compressed, and what its metadata
+//! records said. The fragment rules themselves live in [`crate::fragment`]; the
+//! recovery policy stays in the decoder.
+
+use std::sync::{Arc, Mutex};
+
+use crate::error::CorruptionKind;
+use crate::metadata::{MetadataRecord, PredecessorWalInfo, TimestampSize, WalCompressionType};
+
+/// The metadata callback, shared like the corruption reporter.
+pub(super) type MetadataReporter = Arc<Mutex<dyn FnMut(u64, &MetadataRecord) + Send>>;
+
+/// The state of one log read in RocksDB's dialect (unused, and all default, in
+/// LevelDB's).
+#[derive(Clone, Default)]
+pub(super) struct LogState {
+    /// A recyclable fragment came first: the file is a recycled WAL, which ends at
+    /// the first fragment left from its earlier use (and, in `TolerateTail`, at the
+    /// first bad checksum or length).
+    pub(super) recycled: bool,
+    /// A legacy data fragment came before any recyclable one: a recyclable fragment
+    /// after it is damage.
+    pub(super) legacy_data: bool,
+    /// A data fragment was seen: a compression-type record after it is late.
+    pub(super) data_seen: bool,
+    /// What the type-9 record said (or the builder, for a read from an offset).
+    pub(super) compression: Option<WalCompressionType>,
+    /// Whether data records are compressed (any type but `None`): `compression`
+    /// digested for the decoder's hot path.
+    pub(super) compressed: bool,
+    /// The timestamp sizes recorded so far, latest per column family.
+    pub(super) timestamp_sizes: Vec<TimestampSize>,
+    /// The predecessor WAL record, if the log had one.
+    pub(super) predecessor: Option<PredecessorWalInfo>,
+    /// Where the live records of a recycled log ended.
+    pub(super) recycled_end: Option<u64>,
+    /// Inflates compressed records.
+    pub(super) inflater: Inflater,
+}
+
+impl LogState {
+    /// Whether data records are compressed (with any type but `None`).
+    pub(super) fn is_compressed(&self) -> bool {
+        self.compressed
+    }
+
+    /// Sets the compression of the log's data records.
+    pub(super) fn set_compression(&mut self, compression: Option<WalCompressionType>) {
+        self.compression = compression;
+        self.compressed = matches!(
+            compression,
+            Some(WalCompressionType::Zstd) | Some(WalCompressionType::Other(_))
+        );
+    }
+
+    /// Records a metadata record's contents.
+    pub(super) fn apply(&mut self, record: &MetadataRecord) {
+        match record {
+            MetadataRecord::Compression(compression) => self.set_compression(Some(*compression)),
+            MetadataRecord::TimestampSizes(sizes) => {
+                for size in sizes {
+                    match self
+                        .timestamp_sizes
+                        .iter_mut()
+                        .find(|known| known.column_family == size.column_family)
+                    {
+                        Some(known) => *known = *size,
+                        None => self.timestamp_sizes.push(*size),
+                    }
+                }
+            }
+            MetadataRecord::PredecessorWal(info) => self.predecessor = Some(*info),
+        }
+    }
+}
+
+/// Why a compressed record did not inflate.
+pub(super) struct InflateFailure {
+    pub(super) kind: CorruptionKind,
+    /// Bytes the report covers: the declared size of a record too large, else the
+    /// compressed bytes.
+    pub(super) bytes: Option<u64>,
+    pub(super) reason: String,
+}
+
+/// The zstd inflater, created on first use. A clone starts without one: a decoder
+/// is cloned between records, and inflation state is per record.
+#[derive(Default)]
+pub(super) struct Inflater {
+    #[cfg(feature = "zstd")]
+    inflater: Option<(usize, Box<crate::compression::RecordInflater>)>,
+}
+
+impl Clone for Inflater {
+    fn clone(&self) -> Self {
+        Inflater::default()
+    }
+}
+
+impl Inflater {
+    /// Inflates one whole compressed record (its frame) within `max_record_bytes`.
+    #[cfg(feature = "zstd")]
+    pub(super) fn inflate(
+        &mut self,
+        compression: WalCompressionType,
+        frame: &[u8],
+        max_record_bytes: usize,
+    ) -> Result<Vec<u8>, InflateFailure> {
+        use crate::compression::RecordInflater;
+
+        if compression != WalCompressionType::Zstd {
+            return Err(unsupported(compression));
+        }
+        let inflater = match &mut self.inflater {
+            Some((limit, inflater)) if *limit == max_record_bytes => inflater,
+            slot => {
+                let inflater = Box::new(RecordInflater::new(max_record_bytes));
+                &mut slot.insert((max_record_bytes, inflater)).1
+            }
+        };
+        let mut record = Vec::new();
+        let inflated = inflater.inflate_whole(frame, &mut record);
+        inflated.map(|()| record).map_err(failure)
+    }
+
+    /// Inflates one fragment of a record handed out fragment by fragment (the
+    /// streaming reader): `begins` at its first fragment, `ends` at its last, where
+    /// the frame must be complete. Output is bounded by `max_record_bytes` for the
+    /// whole record.
+    #[cfg(feature = "zstd")]
+    pub(super) fn inflate_piece(
+        &mut self,
+        compression: WalCompressionType,
+        piece: &[u8],
+        (begins, ends): (bool, bool),
+        max_record_bytes: usize,
+    ) -> Result<Vec<u8>, InflateFailure> {
+        use crate::compression::{InflateError, RecordInflater};
+
+        if compression != WalCompressionType::Zstd {
+            return Err(unsupported(compression));
+        }
+        let inflater = match &mut self.inflater {
+            Some((limit, inflater)) if *limit == max_record_bytes => {
+                if begins {
+                    inflater.reset();
+                }
+                inflater
+            }
+            // A clone taken mid-record has no inflater: the record fails as cut.
+            _ if !begins => return Err(failure(InflateError::Truncated)),
+            slot => {
+                let inflater = Box::new(RecordInflater::new(max_record_bytes));
+                &mut slot.insert((max_record_bytes, inflater)).1
+            }
+        };
+        let mut out = Vec::new();
+        let inflated =
+            inflater.push(piece, &mut out).and_then(
+                |()| {
+                    if ends {
+                        inflater.finish()
+                    } else {
+                        Ok(())
+                    }
+                },
+            );
+        inflated.map(|()| out).map_err(|error| {
+            inflater.reset();
+            failure(error)
+        })
+    }
+
+    /// Without the `zstd` feature nothing inflates.
+    #[cfg(not(feature = "zstd"))]
+    pub(super) fn inflate_piece(
+        &mut self,
+        compression: WalCompressionType,
+        _piece: &[u8],
+        _ends: (bool, bool),
+        _max_record_bytes: usize,
+    ) -> Result<Vec<u8>, InflateFailure> {
+        Err(unsupported(compression))
+    }
+
+    /// Without the `zstd` feature nothing inflates.
+    #[cfg(not(feature = "zstd"))]
+    pub(super) fn inflate(
+        &mut self,
+        compression: WalCompressionType,
+        _frame: &[u8],
+        _max_record_bytes: usize,
+    ) -> Result<Vec<u8>, InflateFailure> {
+        Err(unsupported(compression))
+    }
+}
+
+#[cfg(feature = "zstd")]
+fn failure(error: crate::compression::InflateError) -> InflateFailure {
+    use crate::compression::InflateError;
+
+    let (kind, bytes) = match error {
+        InflateError::TooLarge { declared, .. } => (CorruptionKind::RecordTooLarge, declared),
+        _ => (CorruptionKind::BadCompressedRecord, None),
+    };
+    InflateFailure {
+        kind,
+        bytes,
+        reason: error.to_string(),
+    }
+}
+
+fn unsupported(compression: WalCompressionType) -> InflateFailure {
+    let kind = CorruptionKind::UnsupportedCompression(compression.as_u32());
+    InflateFailure {
+        kind,
+        bytes: None,
+        reason: kind.reason().into_owned(),
+    }
+}
