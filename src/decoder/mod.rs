@@ -745,6 +745,21 @@ impl LogDecoder {
         self.flow != Flow::Reading
     }
 
+    /// Whether fragment checksums are verified from here on (the builder's
+    /// [`checksums`](LogDecoderBuilder::checksums) setting, changed mid-read).
+    ///
+    /// For a reader that has already checked the checksums of the bytes it is about
+    /// to hand over (a tool that walks each block's physical layout first, say): it
+    /// turns them off for blocks whose every fragment it found intact, so that each
+    /// fragment is checked once. A decoder that skips the check of an intact
+    /// fragment decides exactly as one that makes it.
+    pub fn set_checksums(&mut self, verify: bool) {
+        // Both the plain-FULL fast paths (`self.checksums`) and the fragment layer
+        // (`rules`) check checksums: keep them in step.
+        self.checksums = verify;
+        self.rules = self.rules.verify_checksums(verify);
+    }
+
     /// The recovery mode in force.
     pub fn recovery(&self) -> Recovery {
         self.recovery
@@ -1889,6 +1904,28 @@ mod tests {
         src.extend_from_slice(&log[100..]);
         assert_eq!(src.as_ptr(), room, "filled in place");
         assert_eq!(decoder.decode(&mut src).unwrap().unwrap().len(), 30_000);
+    }
+
+    /// Checksums turned off only for bytes known intact decide as they would with
+    /// them on; turned back on, damage is seen again.
+    #[test]
+    fn checksums_can_be_turned_off_and_on_between_blocks() {
+        let mut log = BytesMut::new();
+        let mut encoder = LogEncoder::new();
+        encoder.encode_record(&[1u8; 40_000], &mut log);
+        encoder.encode_record(b"damaged", &mut log);
+        let damaged_at = log.len() - 1;
+        log[damaged_at] ^= 0x40;
+        let mut decoder = LogDecoder::builder()
+            .recovery(Recovery::SkipCorrupted)
+            .build();
+        decoder.set_checksums(false);
+        let mut first = log.split_to(BLOCK_SIZE);
+        assert_eq!(decoder.decode(&mut first).unwrap(), None);
+        decoder.set_checksums(true);
+        assert_eq!(decoder.decode_eof(&mut log).unwrap().unwrap().len(), 40_000);
+        assert_eq!(decoder.decode_eof(&mut log).unwrap(), None);
+        assert_eq!(decoder.stats().corruptions, 1);
     }
 
     #[test]

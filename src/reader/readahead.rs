@@ -91,7 +91,8 @@ impl ReadAheadBuilder {
 
     /// How many chunks may wait for the decoder (default
     /// [`DEFAULT_CHUNKS_IN_FLIGHT`]; at least 1). The pipeline holds at most this
-    /// many, plus the one being read and the one being decoded.
+    /// many, plus the one being read and the one being decoded, and keeps up to four
+    /// that the reader is done with for the next reads (their memory is used again).
     pub fn chunks_in_flight(&mut self, chunks: usize) -> &mut Self {
         self.chunks_in_flight = chunks.max(1);
         self
@@ -130,11 +131,39 @@ impl ReadAheadBuilder {
     }
 }
 
+/// Chunks already handed over whose allocations may come back: at most this many are
+/// watched (the oldest is let go), so the memory held stays bounded.
+const CHUNKS_WATCHED: usize = 4;
+
 /// The blocking side: one chunk after another until the end, an error or a reader
 /// that went away.
+///
+/// A chunk's allocation is used again once nothing refers to it any more (every
+/// record and buffer cut from it dropped): a fresh allocation of this size is often
+/// new pages from the system, which cost a page fault and a zeroing each, more than
+/// the read itself. An empty handle kept on each chunk sent finds out when it is
+/// the last one left (`BytesMut::try_reclaim`).
 fn fill<R: Read>(mut source: R, chunk_bytes: usize, chunks: mpsc::Sender<io::Result<BytesMut>>) {
+    let mut sent: std::collections::VecDeque<BytesMut> = std::collections::VecDeque::new();
     loop {
-        let mut chunk = Vec::with_capacity(chunk_bytes);
+        let reclaimed = sent
+            .front_mut()
+            .is_some_and(|handle| handle.try_reclaim(chunk_bytes));
+        let mut chunk = match sent.pop_front() {
+            Some(handle) if reclaimed => {
+                let mut reused = Vec::from(handle);
+                reused.clear();
+                reused
+            }
+            Some(handle) => {
+                sent.push_front(handle);
+                Vec::with_capacity(chunk_bytes)
+            }
+            None => Vec::with_capacity(chunk_bytes),
+        };
+        if sent.len() >= CHUNKS_WATCHED {
+            sent.pop_front();
+        }
         // `read_to_end` fills the spare capacity without zeroing it first, and goes
         // on after a short read: a chunk is only short at the end.
         let read = source
@@ -146,7 +175,8 @@ fn fill<R: Read>(mut source: R, chunk_bytes: usize, chunks: mpsc::Sender<io::Res
             Ok(n) => {
                 // Zero-copy conversions (the vector is not shared): the chunk's
                 // allocation becomes the decoder's buffer.
-                let chunk = BytesMut::from(Bytes::from(chunk));
+                let mut chunk = BytesMut::from(Bytes::from(chunk));
+                sent.push_back(chunk.split_off(chunk.len()));
                 if chunks.blocking_send(Ok(chunk)).is_err() || n < chunk_bytes {
                     return;
                 }

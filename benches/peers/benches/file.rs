@@ -16,6 +16,7 @@
 //! |              | `walcodec_read_ahead_256k`, `_1m` | `LogReader::open` with other chunk sizes    |
 //! |              | `walcodec_framed_read_8k`   | `FramedRead::new(tokio::fs::File, ..)` (8 KiB)    |
 //! |              | `leveldb_cpp`               | LevelDB 1.23 `log::Reader` over `Env::Default()`  |
+//! |              | `walcodec_cli_verify_jobs1`, `_jobs2` | `walcodec verify --jobs N FILE`, a process (when `target/release/walcodec` or `WALCODEC_CLI` exists) |
 //! | `file_write` | `bound_write`               | `write` of the encoded log in 1 MiB pieces        |
 //! |              | `walcodec_framed_write`     | `LogEncoder::framed_write(tokio::fs::File)`, `feed` each record, `close` |
 //! |              | `walcodec_append_buffered`  | `AsyncLogWriter::append_buffered` each, `close`   |
@@ -39,53 +40,11 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use futures::{SinkExt, TryStreamExt};
 use tokio_util::codec::FramedRead;
 use walcodec::{AsyncLogWriter, LogDecoder, LogEncoder, LogReader, ReadAhead};
-
-/// The records, as offsets into one pool of pseudo-random bytes: a 1 GiB log needs
-/// no 1 GiB of records in memory.
-struct Records {
-    pool: Vec<u8>,
-    spans: Vec<(usize, usize)>,
-}
-
-const MIN_RECORD: f64 = 50.0;
-const MAX_RECORD: f64 = 70_000.0;
-
-impl Records {
-    fn new(log_bytes: usize) -> Records {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let pool: Vec<u8> = (0..(4 << 20) + MAX_RECORD as usize)
-            .map(|_| next() as u8)
-            .collect();
-        let mut spans = Vec::new();
-        let mut total = 0;
-        while total < log_bytes {
-            let unit = (next() >> 11) as f64 / (1u64 << 53) as f64;
-            let len = (MIN_RECORD * (MAX_RECORD / MIN_RECORD).powf(unit)) as usize;
-            let start = next() as usize % (4 << 20);
-            spans.push((start, len));
-            // A fragment header per block, roughly.
-            total += len + 7 + len / 32768 * 7;
-        }
-        Records { pool, spans }
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        self.spans
-            .iter()
-            .map(|&(start, len)| &self.pool[start..start + len])
-    }
-}
+use walcodec_peer_benches::file_log::{write_log, Records};
 
 fn bench_dir() -> PathBuf {
     std::env::var_os("WALCODEC_BENCH_DIR")
@@ -106,22 +65,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-/// Writes the log with walcodec's encoder: the file every reader reads.
-fn write_log(records: &Records, path: &Path) -> u64 {
-    let mut file = File::create(path).unwrap();
-    let mut encoder = LogEncoder::new();
-    let mut buffer = BytesMut::with_capacity(2 << 20);
-    for record in records.iter() {
-        encoder.encode_record(record, &mut buffer);
-        if buffer.len() >= 1 << 20 {
-            file.write_all(&buffer).unwrap();
-            buffer.clear();
-        }
-    }
-    file.write_all(&buffer).unwrap();
-    file.metadata().unwrap().len()
 }
 
 fn file_read(c: &mut Criterion) {
@@ -240,7 +183,37 @@ fn file_read(c: &mut Criterion) {
         b.iter(|| assert_eq!(leveldb_cpp::read(&path), expected))
     });
 
+    // The command-line tool, when it is built: `walcodec verify` (layout, records,
+    // reports and verdict of the whole log) with one thread and with two.
+    if let Some(cli) = walcodec_cli() {
+        for jobs in ["1", "2"] {
+            group.bench_function(format!("walcodec_cli_verify_jobs{jobs}"), |b| {
+                b.iter(|| {
+                    let output = std::process::Command::new(&cli)
+                        .args(["verify", "--jobs", jobs])
+                        .arg(&path)
+                        .output()
+                        .unwrap();
+                    assert!(output.status.success(), "{output:?}");
+                    let text = String::from_utf8_lossy(&output.stdout);
+                    assert!(text.starts_with(&format!("records: {expected} ")), "{text}");
+                })
+            });
+        }
+    }
+
     group.finish();
+}
+
+/// The `walcodec` binary: `WALCODEC_CLI`, or the repository's release build
+/// (`cargo build --release --features cli`).
+fn walcodec_cli() -> Option<PathBuf> {
+    let path = std::env::var_os("WALCODEC_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/walcodec")
+        });
+    path.exists().then_some(path)
 }
 
 fn file_write(c: &mut Criterion) {

@@ -197,36 +197,44 @@ pub(crate) fn parse_hex(line: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The one place a command's decoders are configured: `recovery` mode, the records
-/// at or after `start`, the limits, and the log's dialect and number (`log`). Every
-/// report goes to `reporter`, after `log` has looked at it (for the hint that a log
-/// read as LevelDB's is a RocksDB WAL).
-pub(crate) fn decoder_builder<F>(
+/// at or after `start`, the limits, and the log's dialect and number (`log`).
+/// Callers add a reporter, through `watched` (for the hint that a log read as
+/// LevelDB's is a RocksDB WAL); a split read (`parallel`) clones the builder per
+/// range and moves its start.
+pub(crate) fn decoder_builder(
     log: &LogChoice,
     recovery: Recovery,
     start: u64,
     limits: Limits,
-    mut reporter: F,
-) -> LogDecoderBuilder
-where
-    F: FnMut(&Corruption) + Send + 'static,
-{
-    let watcher = log.clone();
+) -> LogDecoderBuilder {
     let mut builder = LogDecoder::builder();
     builder
         .dialect(log.dialect)
         .log_number(log.log_number)
         .recovery(recovery)
         .start_offset(start)
-        .max_record_bytes(limits.max_record_bytes)
-        .on_corruption(move |c: &Corruption| {
-            watcher.watch(c);
-            reporter(c)
-        });
+        .max_record_bytes(limits.max_record_bytes);
     // A read from a later block does not see the type-9 record at the log's start.
     if let (Some(compression), true) = (log.compression, block_start(start) > 0) {
         builder.wal_compression(compression);
     }
     builder
+}
+
+/// `reporter`, after `log` has looked at each report (for the hint that a log read
+/// as LevelDB's is a RocksDB WAL): what every decoder of `decoder_builder` reports to.
+pub(crate) fn watched<F>(
+    log: &LogChoice,
+    mut reporter: F,
+) -> impl FnMut(&Corruption) + Send + 'static
+where
+    F: FnMut(&Corruption) + Send + 'static,
+{
+    let watcher = log.clone();
+    move |c: &Corruption| {
+        watcher.watch(c);
+        reporter(c)
+    }
 }
 
 /// A decoder in `recovery` mode for the records at or after `start`, that prints
@@ -239,14 +247,11 @@ pub(crate) fn stderr_decoder(
     limits: Limits,
 ) -> LogDecoder {
     let name = name.to_string();
-    decoder_builder(
-        log,
-        recovery.into(),
-        start,
-        limits,
-        move |c: &Corruption| eprintln!("walcodec: {name}: {c}"),
-    )
-    .build()
+    decoder_builder(log, recovery.into(), start, limits)
+        .on_corruption(watched(log, move |c: &Corruption| {
+            eprintln!("walcodec: {name}: {c}")
+        }))
+        .build()
 }
 
 /// The status of a read of the input `name` by `decoder`, which ended cleanly or with
@@ -257,11 +262,23 @@ pub(crate) fn read_status(
     decoder: &LogDecoder,
     error: Option<walcodec::Error>,
 ) -> Result<Status, Failure> {
+    read_end_status(
+        name,
+        decoder.stats().corruptions,
+        decoder.has_incomplete_tail(),
+        error,
+    )
+}
+
+/// `read_status` from what a decoder (or the decoders of a split read) counted.
+pub(crate) fn read_end_status(
+    name: &str,
+    corruptions: u64,
+    incomplete_tail: bool,
+    error: Option<walcodec::Error>,
+) -> Result<Status, Failure> {
     match error {
-        None => Ok(Status::judge(
-            decoder.stats().corruptions,
-            decoder.has_incomplete_tail(),
-        )),
+        None => Ok(Status::judge(corruptions, incomplete_tail)),
         Some(walcodec::Error::Io(e)) => Err(Failure::named(name, e)),
         Some(error) => {
             eprintln!("walcodec: {name}: {error}");
@@ -281,6 +298,17 @@ pub(crate) fn read_status(
     }
 }
 
+/// The recovery mode of a read of `log`: `recovery` when given, else the dialect's
+/// default. LevelDB's reader skips damage; RocksDB's tools read a WAL in
+/// tolerate-tail mode, where a recycled WAL ends at its first bad checksum or length
+/// (old bytes).
+pub(crate) fn recovery_for(log: &LogChoice, recovery: Option<RecoveryArg>) -> RecoveryArg {
+    recovery.unwrap_or(match log.dialect {
+        walcodec::Dialect::RocksDb => RecoveryArg::TolerateTail,
+        _ => RecoveryArg::SkipCorrupted,
+    })
+}
+
 /// Opens `path` (`-` for stdin) for a read of the records at or after `start`, up to
 /// where `Input` says the read ends, in the dialect `dialect` resolves to (returned
 /// with the reader), in `recovery` mode or the dialect's default.
@@ -293,12 +321,7 @@ pub(crate) fn open_reader(
 ) -> Result<(LogReader<BlockingReader>, LogChoice), Failure> {
     let mut input = Input::open(path, limits)?;
     let log = LogChoice::resolve(&mut input, path, dialect)?;
-    // LevelDB's reader skips damage; RocksDB's tools read a WAL in tolerate-tail mode,
-    // where a recycled WAL ends at its first bad checksum or length (old bytes).
-    let recovery = recovery.unwrap_or(match log.dialect {
-        walcodec::Dialect::RocksDb => RecoveryArg::TolerateTail,
-        _ => RecoveryArg::SkipCorrupted,
-    });
+    let recovery = recovery_for(&log, recovery);
     input.skip_to(block_start(start))?;
     let decoder = stderr_decoder(input.name(), &log, recovery, start, limits);
     let reader = LogReader::new(BlockingReader(input), decoder).with_read_size(READ_SIZE);

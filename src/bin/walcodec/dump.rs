@@ -30,10 +30,13 @@ use walcodec::{Dialect, LogRecord};
 
 use crate::batch::format_batch;
 use crate::common::{
-    escape_into, finish, finish_reader, hex_into, open_reader, read_status, stdout, Failure,
-    Limits, RecoveryArg, Status,
+    decoder_builder, escape_into, finish, hex_into, input_notes, read_end_status, recovery_for,
+    stdout, Failure, Limits, RecoveryArg, Status,
 };
-use crate::dialect::{DialectArg, DialectArgs};
+use crate::dialect::{DialectArg, DialectArgs, LogChoice};
+use crate::input::Input;
+use crate::parallel::{read, JobsArgs, StrictMode};
+use crate::scan::{Settings, What};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -56,6 +59,8 @@ pub(crate) struct Args {
     /// Print at most N bytes of each payload, then `…(+K bytes)` (JSON: "omitted":K).
     #[arg(long, value_name = "N", conflicts_with = "physical")]
     max_bytes: Option<usize>,
+    #[command(flatten)]
+    jobs: JobsArgs,
     #[command(flatten)]
     dialect: DialectArgs,
 }
@@ -150,11 +155,16 @@ pub(crate) fn format_record(
 
 /// Says on stderr that the record at `record` is not a whole WriteBatch.
 pub(crate) fn report_batch_error(name: &str, record: &LogRecord, error: WriteBatchError) {
-    eprintln!(
-        "walcodec: {name}: offset {}: record of {} bytes is not a whole WriteBatch: {error}",
+    eprintln!("walcodec: {name}: {}", batch_error(record, error));
+}
+
+/// What `report_batch_error` says after the input's name.
+fn batch_error(record: &LogRecord, error: WriteBatchError) -> String {
+    format!(
+        "offset {}: record of {} bytes is not a whole WriteBatch: {error}",
         record.position.start,
         record.data.len()
-    );
+    )
 }
 
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
@@ -162,39 +172,61 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         return crate::physical::dump(&args.file, &args.dialect, args.start, limits);
     }
     args.format.check(args.max_bytes)?;
-    let (mut reader, _) =
-        open_reader(&args.file, &args.dialect, args.recovery, args.start, limits)?;
-    let name = crate::input::input_name(&args.file);
+    let mut input = Input::open(&args.file, limits)?;
+    let log = LogChoice::resolve(&mut input, &args.file, &args.dialect)?;
+    let recovery = recovery_for(&log, args.recovery);
+    let name = input.name().to_string();
+    let (format, max_bytes) = (args.format, args.max_bytes);
     let batch_dialect = batch_dialect(&args.dialect);
+    let line = move |record: &LogRecord, line: &mut Vec<u8>| {
+        format_record(record, format, max_bytes, batch_dialect, line)
+            .err()
+            .map(|e| batch_error(record, e).into_boxed_str())
+    };
+    let settings = Settings {
+        builder: decoder_builder(&log, recovery.into(), args.start, limits),
+        log: log.clone(),
+        start: args.start,
+        walk: false,
+        eager_strict: None,
+        line: Some(std::sync::Arc::new(line)),
+    };
     let mut out = stdout();
-    let mut line = Vec::new();
-    let mut error = None;
     let mut not_batches = false;
-    while let Some(record) = reader.next_record().await {
-        match record {
-            Ok(record) => {
-                line.clear();
-                let formatted = format_record(
-                    &record,
-                    args.format,
-                    args.max_bytes,
-                    batch_dialect,
-                    &mut line,
-                );
-                out.write_all(&line)?;
-                if let Err(e) = formatted {
-                    // In order with stdout, for a reader of both.
-                    out.flush()?;
-                    report_batch_error(&name, &record, e);
-                    not_batches = true;
+    let (merged, end) = read(
+        &mut input,
+        &settings,
+        &args.jobs,
+        &StrictMode::None,
+        &mut |item, text| {
+            match &item.what {
+                What::Record {
+                    line, not_batch, ..
+                } => {
+                    out.write_all(&text[line.clone()])?;
+                    if let Some(message) = not_batch {
+                        // In order with stdout, for a reader of both.
+                        out.flush()?;
+                        eprintln!("walcodec: {name}: {message}");
+                        not_batches = true;
+                    }
                 }
+                What::Report(report) => eprintln!("walcodec: {name}: {report}"),
+                _ => {}
             }
-            Err(e) => error = Some(e),
-        }
-    }
+            Ok(())
+        },
+    )?;
     finish(out)?;
-    let (name, decoder) = finish_reader(reader);
-    let status = read_status(&name, &decoder, error)?;
+    for note in input_notes(&end) {
+        eprintln!("walcodec: {name}: {note}");
+    }
+    let status = read_end_status(
+        &name,
+        merged.stats.corruptions,
+        merged.incomplete_tail,
+        merged.error,
+    )?;
     Ok(if not_batches {
         status.max(Status::Corrupt)
     } else {

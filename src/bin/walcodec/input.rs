@@ -19,7 +19,7 @@
 
 use std::fs::File;
 use std::io::{self, IsTerminal, Read, Seek, SeekFrom};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
@@ -32,6 +32,38 @@ use crate::common::{Failure, Limits};
 /// The path that names stdin.
 const STDIN: &str = "-";
 
+/// An input opened again, for reads of its own at offsets of their own: a
+/// `std::fs::File` each, which std reads into spare capacity without zeroing it.
+#[derive(Debug, Clone)]
+pub(crate) struct SplitSource {
+    path: PathBuf,
+    identity: Option<(u64, u64)>,
+}
+
+impl SplitSource {
+    /// The bytes `[from, to)` of the input.
+    pub(crate) fn open(&self, from: u64, to: u64) -> io::Result<io::Take<File>> {
+        let mut file = File::open(&self.path)?;
+        if identity(&file.metadata()?) != self.identity {
+            return Err(io::Error::other("the file was replaced while it was read"));
+        }
+        file.seek(SeekFrom::Start(from))?;
+        Ok(file.take(to.saturating_sub(from)))
+    }
+}
+
+/// What tells a file from another one at the same path.
+#[cfg(unix)]
+fn identity(metadata: &std::fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((metadata.dev(), metadata.ino()))
+}
+
+#[cfg(not(unix))]
+fn identity(_metadata: &std::fs::Metadata) -> Option<(u64, u64)> {
+    None
+}
+
 /// Regular files smaller than this are read without a progress bar: they take no time.
 const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 
@@ -40,6 +72,8 @@ const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 pub(crate) struct Input {
     /// How messages name it: the path as given, or "stdin".
     name: String,
+    /// The path as given (`None` for stdin).
+    path: Option<PathBuf>,
     file: File,
     /// The offset of the next byte read.
     position: u64,
@@ -108,6 +142,7 @@ impl Input {
         let metadata = file.metadata().map_err(failure)?;
         let mut input = Input {
             name,
+            path: (path != Path::new(STDIN)).then(|| path.to_path_buf()),
             file,
             position: 0,
             end: None,
@@ -211,6 +246,49 @@ impl Input {
             bar.set_position(self.position);
         }
         Ok(())
+    }
+
+    /// A file or a device named by a path whose read ends at a known offset: how to
+    /// open it again for reads of its own, and that end. `None` for stdin and
+    /// streams.
+    pub(crate) fn split_source(&self) -> Option<(SplitSource, u64)> {
+        if !self.seekable {
+            return None;
+        }
+        let end = self.end?;
+        let path = self.path.clone()?;
+        let identity = identity(&self.file.metadata().ok()?);
+        Some((SplitSource { path, identity }, end))
+    }
+
+    /// The progress bar, for reads made beside this input (`split_source`).
+    pub(crate) fn progress_bar(&self) -> Option<ProgressBar> {
+        self.progress.clone()
+    }
+
+    /// A reader of the rest of this input, for a thread of its own: the same file
+    /// handle, position, end and progress bar. `set_read_to` says how far it read.
+    pub(crate) fn reader(&self) -> io::Result<Input> {
+        Ok(Input {
+            name: self.name.clone(),
+            path: self.path.clone(),
+            file: self.file.try_clone()?,
+            // What `peek` read ahead (the first block, for `LogChoice`) and this
+            // input has not handed out yet: the new reader's first bytes.
+            peeked: self.peeked[self.peeked_read..].to_vec(),
+            peeked_read: 0,
+            position: self.position,
+            end: self.end,
+            capped: self.capped,
+            seekable: self.seekable,
+            at_open: None,
+            progress: self.progress.clone(),
+        })
+    }
+
+    /// Notes that reads beside this input (`split_source`) went up to `offset`.
+    pub(crate) fn set_read_to(&mut self, offset: u64) {
+        self.position = offset;
     }
 
     /// An I/O error reading this input, as a failure.

@@ -4,7 +4,8 @@
 //! One module per subcommand; `common` holds the exit status, errors and output
 //! formatting, `input` where a command's bytes come from (a file up to its length at
 //! open, stdin, a pipe, a device) and the progress bar, `scan` the single pass that
-//! `verify`, `stat` and `dump --physical` make over it, `dir` the same
+//! `verify`, `stat` and `dump` make over it (or over one range of it), `parallel`
+//! their `--jobs`: ranges read at once and merged, `dir` the same
 //! commands on a log directory (`LogDir`), segment by segment, `verdict` the words `verify`
 //! and `stat` share about a log's tail and result, `json` their JSON output,
 //! `dialect` the format a log is read in (`--dialect`, `--log-number`), `wal` what
@@ -36,6 +37,7 @@ mod dir;
 mod dump;
 mod input;
 mod json;
+mod parallel;
 mod physical;
 mod repair;
 mod scan;

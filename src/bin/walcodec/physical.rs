@@ -43,7 +43,7 @@ use walcodec::{Dialect, RecordType, BLOCK_SIZE, HEADER_SIZE};
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
 use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::Input;
-use crate::scan::{scan, Visitor};
+use crate::scan::{walk, Visitor};
 use crate::wal::compression_name;
 
 /// The name of a fragment type, as in `chunks.txt`.
@@ -462,10 +462,10 @@ pub(crate) fn dump(
             ended: false,
         });
     }
-    let end = scan(&mut input, start, false, limits, &log, &mut printer)?;
-    writeln!(printer.out, "size {}", end.file_len)?;
+    let (file_len, input_end) = walk(&mut input, start, limits, &log, &mut printer)?;
+    writeln!(printer.out, "size {file_len}")?;
     finish(printer.out)?;
-    for note in input_notes(&end.input) {
+    for note in input_notes(&input_end) {
         eprintln!("walcodec: {}: {note}", input.name());
     }
     Ok(printer.status)

@@ -28,15 +28,14 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use bytes::Bytes;
-use walcodec::physical::{Chunk, Piece};
-use walcodec::{Position, BLOCK_SIZE, HEADER_SIZE};
+use walcodec::BLOCK_SIZE;
 
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
 use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::json::JsonObject;
-use crate::scan::{leveldb_chunk, scan, ScanEnd, Visitor};
+use crate::parallel::{scan, JobsArgs};
+use crate::scan::{Layout, ScanEnd, What};
 use crate::verdict::{json_end, result_text, SummaryFormat, Tail};
 
 /// The JSON fields and the exit status, for `stat --help`.
@@ -65,113 +64,22 @@ pub(crate) struct Args {
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     format: SummaryFormat,
     #[command(flatten)]
+    jobs: JobsArgs,
+    #[command(flatten)]
     dialect: DialectArgs,
 }
 
+/// The layout of the log, and its records by size bucket: 0 for empty, else
+/// 1 + floor(log2(size)).
 #[derive(Debug)]
 struct Counts {
-    /// Fragments by type byte 0..=4, and the rest.
-    by_type: [u64; 5],
-    other_types: u64,
-    header_bytes: u64,
-    trailer_bytes: u64,
-    zero_fill_bytes: u64,
-    bad_checksum_bytes: u64,
-    bad_length_bytes: u64,
-    skipped_bytes: u64,
-    torn_bytes: u64,
-    /// Pieces of zero fill that are not all zeros: data a reader skips silently,
-    /// damage as `verify` says.
-    hidden_zero_fills: u64,
-    /// Records by size bucket: 0 for empty, else 1 + floor(log2(size)).
+    layout: Layout,
     histogram: [u64; 65],
-}
-
-impl Default for Counts {
-    fn default() -> Counts {
-        Counts {
-            by_type: [0; 5],
-            other_types: 0,
-            header_bytes: 0,
-            trailer_bytes: 0,
-            zero_fill_bytes: 0,
-            bad_checksum_bytes: 0,
-            bad_length_bytes: 0,
-            skipped_bytes: 0,
-            torn_bytes: 0,
-            hidden_zero_fills: 0,
-            histogram: [0; 65],
-        }
-    }
 }
 
 impl Counts {
     fn damaged_bytes(&self) -> u64 {
-        self.bad_checksum_bytes + self.bad_length_bytes + self.skipped_bytes
-    }
-}
-
-impl Visitor for Counts {
-    /// What only RocksDB's dialect has is counted here (old fragments only in
-    /// `wal`); the rest as LevelDB's chunks.
-    fn piece(&mut self, piece: &Piece<'_>) -> Result<(), Failure> {
-        if let Some(chunk) = leveldb_chunk(piece) {
-            return self.chunk(&chunk);
-        }
-        match *piece {
-            Piece::Fragment {
-                fragment,
-                checksum_ok: true,
-                ..
-            }
-            | Piece::Metadata { fragment, .. } => {
-                let part = fragment.part().map(|part| part.record_type().as_u8());
-                match part.and_then(|t| self.by_type.get_mut(usize::from(t))) {
-                    Some(count) => *count += 1,
-                    None => self.other_types += 1,
-                }
-                self.header_bytes += fragment.header_len() as u64;
-            }
-            Piece::Fragment { .. } => self.bad_checksum_bytes += piece.len(),
-            _ => {}
-        }
-        Ok(())
-    }
-
-    fn chunk(&mut self, chunk: &Chunk<'_>) -> Result<(), Failure> {
-        match *chunk {
-            Chunk::Fragment {
-                header,
-                checksum_ok,
-                ..
-            } => {
-                if checksum_ok {
-                    match self.by_type.get_mut(header.type_byte as usize) {
-                        Some(count) => *count += 1,
-                        None => self.other_types += 1,
-                    }
-                    self.header_bytes += HEADER_SIZE as u64;
-                } else {
-                    self.bad_checksum_bytes += chunk.len();
-                }
-            }
-            Chunk::Trailer { .. } => self.trailer_bytes += chunk.len(),
-            Chunk::ZeroFill { bytes, .. } => {
-                self.zero_fill_bytes += chunk.len();
-                if bytes.iter().any(|&b| b != 0) {
-                    self.hidden_zero_fills += 1;
-                }
-            }
-            Chunk::BadLength { .. } => self.bad_length_bytes += chunk.len(),
-            Chunk::Skipped { .. } => self.skipped_bytes += chunk.len(),
-            Chunk::Torn { .. } => self.torn_bytes += chunk.len(),
-        }
-        Ok(())
-    }
-
-    fn record(&mut self, _position: Position, data: &Bytes) -> Result<(), Failure> {
-        self.histogram[bucket(data.len() as u64)] += 1;
-        Ok(())
+        self.layout.bad_checksum_bytes + self.layout.bad_length_bytes + self.layout.skipped_bytes
     }
 }
 
@@ -212,9 +120,18 @@ fn non_empty_span(histogram: &[u64; 65]) -> Option<(usize, usize)> {
 pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let mut input = Input::open(&args.file, limits)?;
     let log = LogChoice::resolve(&mut input, &args.file, &args.dialect)?;
-    let mut counts = Counts::default();
-    let end = scan(&mut input, 0, true, limits, &log, &mut counts)?;
-    let damaged = u64::from(end.strict.damage.is_some()) + counts.hidden_zero_fills;
+    let mut histogram = [0u64; 65];
+    let end = scan(&mut input, &args.jobs, limits, &log, &mut |item| {
+        if let What::Record { len, .. } = item.what {
+            histogram[bucket(len)] += 1;
+        }
+        Ok(())
+    })?;
+    let counts = Counts {
+        layout: end.layout.clone(),
+        histogram,
+    };
+    let damaged = u64::from(end.strict.damage.is_some()) + counts.layout.hidden_zero_fills;
     let status = Status::judge(damaged, end.strict.incomplete_tail);
     let notes = input_notes(&end.input);
     let mut out = stdout();
@@ -258,8 +175,8 @@ fn write_text(
         0 => "none".to_string(),
         partial => format!("last block {partial} bytes"),
     };
-    let fragments: u64 = counts.by_type.iter().sum::<u64>() + counts.other_types;
-    let [zero, full, first, middle, last] = counts.by_type;
+    let fragments: u64 = counts.layout.by_type.iter().sum::<u64>() + counts.layout.other_types;
+    let [zero, full, first, middle, last] = counts.layout.by_type;
 
     writeln!(out, "file: {name}")?;
     writeln!(out, "bytes: {}", end.file_len)?;
@@ -272,20 +189,20 @@ fn write_text(
     writeln!(
         out,
         "fragments: {fragments} (FULL {full}, FIRST {first}, MIDDLE {middle}, LAST {last}, other {})",
-        zero + counts.other_types
+        zero + counts.layout.other_types
     )?;
-    writeln!(out, "header bytes: {}", counts.header_bytes)?;
-    writeln!(out, "trailer bytes: {}", counts.trailer_bytes)?;
-    writeln!(out, "zero fill bytes: {}", counts.zero_fill_bytes)?;
+    writeln!(out, "header bytes: {}", counts.layout.header_bytes)?;
+    writeln!(out, "trailer bytes: {}", counts.layout.trailer_bytes)?;
+    writeln!(out, "zero fill bytes: {}", counts.layout.zero_fill_bytes)?;
     writeln!(
         out,
         "damaged bytes: {} (bad checksum {}, bad length {}, skipped {})",
         counts.damaged_bytes(),
-        counts.bad_checksum_bytes,
-        counts.bad_length_bytes,
-        counts.skipped_bytes
+        counts.layout.bad_checksum_bytes,
+        counts.layout.bad_length_bytes,
+        counts.layout.skipped_bytes
     )?;
-    writeln!(out, "torn tail bytes: {}", counts.torn_bytes)?;
+    writeln!(out, "torn tail bytes: {}", counts.layout.torn_bytes)?;
     writeln!(
         out,
         "corruptions: {} ({} bytes dropped)",
@@ -294,7 +211,7 @@ fn write_text(
     writeln!(
         out,
         "tail: {}",
-        Tail::of(end, counts.hidden_zero_fills > 0).describe()
+        Tail::of(end, counts.layout.hidden_zero_fills > 0).describe()
     )?;
     for note in notes {
         writeln!(out, "note: {note}")?;
@@ -313,24 +230,24 @@ fn json(
 ) -> JsonObject {
     let stats = end.stats;
     let (blocks, last_block_bytes) = blocks(end.file_len);
-    let [zero, full, first, middle, last] = counts.by_type;
+    let [zero, full, first, middle, last] = counts.layout.by_type;
     let mut fragments = JsonObject::new();
     fragments
         .number(
             "total",
-            counts.by_type.iter().sum::<u64>() + counts.other_types,
+            counts.layout.by_type.iter().sum::<u64>() + counts.layout.other_types,
         )
         .number("full", full)
         .number("first", first)
         .number("middle", middle)
         .number("last", last)
-        .number("other", zero + counts.other_types);
+        .number("other", zero + counts.layout.other_types);
     let mut damaged = JsonObject::new();
     damaged
         .number("total", counts.damaged_bytes())
-        .number("bad_checksum", counts.bad_checksum_bytes)
-        .number("bad_length", counts.bad_length_bytes)
-        .number("skipped", counts.skipped_bytes);
+        .number("bad_checksum", counts.layout.bad_checksum_bytes)
+        .number("bad_length", counts.layout.bad_length_bytes)
+        .number("skipped", counts.layout.skipped_bytes);
     let sizes = match non_empty_span(&counts.histogram) {
         None => Vec::new(),
         Some((low, high)) => (low..=high)
@@ -353,14 +270,14 @@ fn json(
         .number("records", stats.records)
         .number("record_bytes", stats.record_bytes)
         .object("fragments", fragments)
-        .number("header_bytes", counts.header_bytes)
-        .number("trailer_bytes", counts.trailer_bytes)
-        .number("zero_fill_bytes", counts.zero_fill_bytes)
+        .number("header_bytes", counts.layout.header_bytes)
+        .number("trailer_bytes", counts.layout.trailer_bytes)
+        .number("zero_fill_bytes", counts.layout.zero_fill_bytes)
         .object("damaged_bytes", damaged)
-        .number("torn_tail_bytes", counts.torn_bytes)
+        .number("torn_tail_bytes", counts.layout.torn_bytes)
         .number("corruptions", stats.corruptions)
         .number("dropped_bytes", stats.dropped_bytes);
-    Tail::of(end, counts.hidden_zero_fills > 0).json(&mut object, end);
+    Tail::of(end, counts.layout.hidden_zero_fills > 0).json(&mut object, end);
     json_end(&mut object, end, notes, status);
     object.objects("record_sizes", sizes);
     object

@@ -15,8 +15,9 @@
 //! dialect and log number, header sizes, compression, metadata records, ignorable
 //! and old fragments.
 //!
-//! Findings are printed as they are found, so memory stays bounded on an input of
-//! any length. LevelDB's reports wait only while they may be about a torn tail (a
+//! Findings are printed as they are found, in log order (block by block: zero fill
+//! that hides data, then LevelDB's reports), so memory stays bounded on an input of
+//! any length; `--jobs N` prints the same. LevelDB's reports wait only while they may be about a torn tail (a
 //! strict reader has not yet found damage); they are printed as soon as it has, or
 //! dropped at the end, when the tail line says it all. With `--format json` the
 //! findings go to stderr (`walcodec: FILE: offset N: ...`) and stdout holds one JSON
@@ -33,14 +34,14 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use walcodec::physical::Chunk;
 use walcodec::Corruption;
 
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
 use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::json::JsonObject;
-use crate::scan::{scan, Visitor};
+use crate::parallel::{scan, JobsArgs};
+use crate::scan::{Item, What};
 use crate::verdict::{json_end, result_text, SummaryFormat, Tail};
 
 /// The JSON fields and the exit status, for `verify --help`.
@@ -81,6 +82,8 @@ pub(crate) struct Args {
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     format: SummaryFormat,
     #[command(flatten)]
+    jobs: JobsArgs,
+    #[command(flatten)]
     dialect: DialectArgs,
 }
 
@@ -115,49 +118,47 @@ impl Checker<'_> {
         }
         Ok(())
     }
-}
 
-impl Visitor for Checker<'_> {
-    fn chunk(&mut self, chunk: &Chunk<'_>) -> Result<(), Failure> {
-        if let Chunk::ZeroFill { offset, bytes } = *chunk {
-            if bytes.iter().any(|&b| b != 0) {
+    fn item(&mut self, item: &Item) -> Result<(), Failure> {
+        match &item.what {
+            What::Hidden { offset, len } => {
                 self.hidden += 1;
-                self.hidden_bytes += bytes.len() as u64;
+                self.hidden_bytes += len;
                 self.print(&format_args!(
-                    "offset {offset}: dropping {} bytes; zero header skips non-zero bytes",
-                    bytes.len()
-                ))?;
+                    "offset {offset}: dropping {len} bytes; zero header skips non-zero bytes"
+                ))
             }
+            What::Report(corruption) => {
+                if self.damaged {
+                    return self.print(corruption);
+                }
+                self.held.push(corruption.clone());
+                if self.held.len() > HELD_REPORTS_MAX {
+                    self.damaged = true;
+                    self.print_held()?;
+                }
+                Ok(())
+            }
+            // The strict reader found damage: from here on, every report is about
+            // damage (until now, reports might have been about a torn tail).
+            What::StrictFailed => {
+                self.damaged = true;
+                self.print_held()
+            }
+            What::Record { .. } | What::Diverged => Ok(()),
         }
-        Ok(())
-    }
-
-    fn corruption(&mut self, corruption: &Corruption) -> Result<(), Failure> {
-        if self.damaged {
-            return self.print(corruption);
-        }
-        self.held.push(corruption.clone());
-        if self.held.len() > HELD_REPORTS_MAX {
-            self.damaged = true;
-            self.print_held()?;
-        }
-        Ok(())
-    }
-
-    fn strict_damage(&mut self) -> Result<(), Failure> {
-        self.damaged = true;
-        self.print_held()
     }
 }
 
 pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let mut input = Input::open(&args.file, limits)?;
+    let name = input.name().to_string();
     let log = LogChoice::resolve(&mut input, &args.file, &args.dialect)?;
     let mut out = stdout();
     let mut stderr = io::stderr();
     let (findings, prefix): (&mut dyn Write, String) = match args.format {
         SummaryFormat::Text => (&mut out, String::new()),
-        SummaryFormat::Json => (&mut stderr, format!("walcodec: {}: ", input.name())),
+        SummaryFormat::Json => (&mut stderr, format!("walcodec: {name}: ")),
     };
     let mut checker = Checker {
         out: findings,
@@ -167,7 +168,9 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         hidden: 0,
         hidden_bytes: 0,
     };
-    let end = scan(&mut input, 0, true, limits, &log, &mut checker)?;
+    let end = scan(&mut input, &args.jobs, limits, &log, &mut |item| {
+        checker.item(item)
+    })?;
     let (hidden, hidden_bytes) = (checker.hidden, checker.hidden_bytes);
     let stats = end.stats;
     // Without damage, LevelDB's reports are all about the torn tail (zeros cutting a
@@ -218,7 +221,7 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         SummaryFormat::Json => {
             let mut object = JsonObject::new();
             object
-                .string("file", input.name())
+                .string("file", &name)
                 .number("bytes", end.file_len)
                 .number("records", stats.records)
                 .number("record_bytes", stats.record_bytes)

@@ -79,6 +79,23 @@ impl WalFacts {
         }
     }
 
+    /// Adds the facts of the pieces that follow this one's (a later range of a split
+    /// read): counts add up, firsts stay this one's when it has them.
+    pub(crate) fn merge(&mut self, later: &WalFacts) {
+        self.legacy_headers += later.legacy_headers;
+        self.recyclable_headers += later.recyclable_headers;
+        self.compression_records += later.compression_records;
+        self.compression = self.compression.or(later.compression);
+        self.timestamp_size_records += later.timestamp_size_records;
+        self.predecessor_records += later.predecessor_records;
+        self.predecessor = self.predecessor.or(later.predecessor);
+        self.malformed_metadata += later.malformed_metadata;
+        self.ignorable += later.ignorable;
+        self.old_fragments += later.old_fragments;
+        self.old_bytes += later.old_bytes;
+        self.first_old = self.first_old.or(later.first_old);
+    }
+
     fn count_header(&mut self, len: usize) {
         if len > walcodec::HEADER_SIZE {
             self.recyclable_headers += 1;

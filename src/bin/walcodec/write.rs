@@ -28,7 +28,7 @@ use walcodec::{LogEncoder, LogWriter, RecordIoCodec};
 use crate::common::{parse_hex, Failure, Limits, Status};
 use crate::dialect::{DialectArg, DialectArgs, LogChoice};
 use crate::input::Input;
-use crate::scan::{scan, Visitor};
+use crate::parallel::{scan, JobsArgs};
 use crate::verdict::Tail;
 
 #[derive(Debug, clap::Args)]
@@ -115,8 +115,6 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
 /// Checks that the log at `path` can be appended to: no damage, and nothing after its
 /// last complete record. `Ok(len)` to append at `len`, `Err(status)` once explained.
 fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failure> {
-    struct Nothing;
-    impl Visitor for Nothing {}
     let mut input = Input::open(path, limits)?;
     let auto = DialectArgs {
         dialect: DialectArg::Auto,
@@ -130,7 +128,9 @@ fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failur
             log.describe()
         )));
     }
-    let end = scan(&mut input, 0, true, limits, &log, &mut Nothing)?;
+    let end = scan(&mut input, &JobsArgs::default(), limits, &log, &mut |_| {
+        Ok(())
+    })?;
     let strict = &end.strict;
     if let Some(damage) = &strict.damage {
         eprintln!(
