@@ -277,10 +277,16 @@ impl<'a> Iterator for Chunks<'a> {
     type Item = Chunk<'a>;
 
     fn next(&mut self) -> Option<Chunk<'a>> {
-        // LevelDB's rules know no log numbers and no metadata types: every piece has
-        // a chunk of its own. (Old and metadata pieces are mapped anyway, as the
-        // fragments LevelDB would see, so that the mapping is total.)
-        Some(match self.pieces.next()? {
+        self.pieces.next().map(|piece| piece.to_chunk())
+    }
+}
+
+impl<'a> Piece<'a> {
+    /// The piece as LevelDB's view has it, the chunk [`Chunks`] yields for it: a
+    /// metadata record or an old fragment is a fragment (of a type LevelDB does not
+    /// know), a 7-to-10-byte recyclable trailer a trailer.
+    pub fn to_chunk(&self) -> Chunk<'a> {
+        match *self {
             Piece::Fragment {
                 offset,
                 fragment,
@@ -330,7 +336,37 @@ impl<'a> Iterator for Chunks<'a> {
                 header: header.map(Header::from),
                 bytes,
             },
-        })
+        }
+    }
+
+    /// Whether only RocksDB's dialect has this piece: an old fragment, or a fragment
+    /// with an 11-byte header (LevelDB's walk would cut such bytes differently).
+    ///
+    /// ```
+    /// use walcodec::fragment::FragmentRules;
+    /// use walcodec::physical::Pieces;
+    /// use walcodec::{Dialect, LogEncoder};
+    ///
+    /// let mut log = bytes::BytesMut::new();
+    /// LogEncoder::new().encode_record(b"legacy", &mut log);
+    /// let rules = FragmentRules::new(Dialect::RocksDb).log_number(5);
+    /// assert!(!Pieces::new(&log, 0, rules).next().unwrap().is_rocksdb_only());
+    ///
+    /// let mut log = bytes::BytesMut::new();
+    /// LogEncoder::builder().recyclable(5).build().encode_record(b"recyclable", &mut log);
+    /// assert!(Pieces::new(&log, 0, rules).next().unwrap().is_rocksdb_only());
+    /// // An older log's fragment too.
+    /// let rules = rules.log_number(6);
+    /// assert!(Pieces::new(&log, 0, rules).next().unwrap().is_rocksdb_only());
+    /// ```
+    pub fn is_rocksdb_only(&self) -> bool {
+        match self {
+            Piece::Old { .. } => true,
+            Piece::Fragment { fragment, .. } | Piece::Metadata { fragment, .. } => {
+                fragment.log_number().is_some()
+            }
+            _ => false,
+        }
     }
 }
 

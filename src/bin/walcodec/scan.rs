@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::Decoder;
 use walcodec::fragment::FragmentRules;
-use walcodec::physical::{Chunk, Header, Piece, Pieces};
+use walcodec::physical::{Chunk, Piece, Pieces};
 use walcodec::{
     block_start, Corruption, DecodeStats, Dialect, LogDecoder, LogDecoderBuilder, LogRecord,
     Position, BLOCK_SIZE, HEADER_SIZE,
@@ -224,55 +224,7 @@ pub(crate) struct ScanEnd {
 /// fragment. (A metadata record with a 7-byte header is a fragment of a type LevelDB
 /// does not know; a 7-to-10-byte trailer a trailer.)
 pub(crate) fn leveldb_chunk<'a>(piece: &Piece<'a>) -> Option<Chunk<'a>> {
-    let legacy = |header: walcodec::fragment::FragmentHeader| {
-        (header.log_number.is_none()).then(|| Header::from(header))
-    };
-    Some(match *piece {
-        Piece::Fragment {
-            offset,
-            fragment,
-            payload,
-            checksum_ok,
-        } => Chunk::Fragment {
-            offset,
-            header: legacy(fragment.header())?,
-            payload,
-            checksum_ok,
-        },
-        Piece::Metadata {
-            offset,
-            fragment,
-            payload,
-            ..
-        } => Chunk::Fragment {
-            offset,
-            header: legacy(fragment.header())?,
-            payload,
-            checksum_ok: true,
-        },
-        Piece::Trailer { offset, bytes } => Chunk::Trailer { offset, bytes },
-        Piece::ZeroFill { offset, bytes } => Chunk::ZeroFill { offset, bytes },
-        Piece::BadLength {
-            offset,
-            header,
-            bytes,
-        } => Chunk::BadLength {
-            offset,
-            header: Header::from(header),
-            bytes,
-        },
-        Piece::Skipped { offset, bytes } => Chunk::Skipped { offset, bytes },
-        Piece::Torn {
-            offset,
-            header,
-            bytes,
-        } => Chunk::Torn {
-            offset,
-            header: header.map(Header::from),
-            bytes,
-        },
-        _ => return None,
-    })
+    (!piece.is_rocksdb_only()).then(|| piece.to_chunk())
 }
 
 /// The end of a `TolerateTail` read: damage stops it, a torn tail does not.
