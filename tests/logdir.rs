@@ -531,22 +531,29 @@ async fn a_record_larger_than_a_segment_gets_one_of_its_own() {
     log.close().await.unwrap();
 }
 
-#[tokio::test]
-async fn reader_in_another_process_fails_when_its_segment_is_cut() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = LogDir::open(dir.path()).await.unwrap();
+/// A log of 20 records of 100 bytes from `task` (their ends), and a follower in
+/// another process that has read them all.
+async fn caught_up_follower(dir: &Path, task: u32) -> (LogDir, Vec<LogPosition>, DirReader) {
+    let log = LogDir::open(dir).await.unwrap();
     let mut ends = Vec::new();
     for seq in 0..20 {
-        ends.push(log.append(make_record_sized(10, seq, 100)).await.unwrap());
+        ends.push(log.append(make_record_sized(task, seq, 100)).await.unwrap());
     }
-    let mut reader = DirReader::open(dir.path(), LogPosition::START)
+    let mut follower = DirReader::open(dir, LogPosition::START)
         .await
         .unwrap()
         .follow()
         .with_poll_interval(Duration::from_millis(5));
     for _ in 0..20 {
-        reader.next_record().await.unwrap().unwrap();
+        follower.next_record().await.unwrap().unwrap();
     }
+    (log, ends, follower)
+}
+
+#[tokio::test]
+async fn reader_in_another_process_fails_when_its_segment_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, ends, mut reader) = caught_up_follower(dir.path(), 10).await;
     log.truncate_after(ends[9]).await.unwrap();
     let err = tokio::time::timeout(Duration::from_secs(5), reader.next_record())
         .await
@@ -669,19 +676,7 @@ async fn reader_in_another_process_fails_when_its_segment_is_cut_and_grown_again
 #[tokio::test]
 async fn follower_in_another_process_fails_when_its_segment_is_cut_and_grown_again() {
     let dir = tempfile::tempdir().unwrap();
-    let log = LogDir::open(dir.path()).await.unwrap();
-    let mut ends = Vec::new();
-    for seq in 0..20 {
-        ends.push(log.append(make_record_sized(15, seq, 100)).await.unwrap());
-    }
-    let mut follower = DirReader::open(dir.path(), LogPosition::START)
-        .await
-        .unwrap()
-        .follow()
-        .with_poll_interval(Duration::from_millis(5));
-    for _ in 0..20 {
-        follower.next_record().await.unwrap().unwrap();
-    }
+    let (log, ends, mut follower) = caught_up_follower(dir.path(), 15).await;
     log.truncate_after(ends[4]).await.unwrap();
     for seq in 100..130 {
         log.append(make_record_sized(15, seq, 100)).await.unwrap();
