@@ -51,8 +51,9 @@ pub(crate) struct Args {
     dialect: DialectArgs,
 }
 
+/// How `cat --to` frames payloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum To {
+pub(crate) enum To {
     /// The payloads back to back, nothing between them.
     Raw,
     /// One payload a line; a payload that holds a newline is refused.
@@ -63,6 +64,54 @@ enum To {
     Recordio,
 }
 
+/// Writes payloads framed as `--to` says, one a call (for a file and a directory).
+pub(crate) struct PayloadWriter {
+    to: To,
+    line: Vec<u8>,
+    framed: BytesMut,
+    recordio: RecordIoCodec,
+}
+
+impl PayloadWriter {
+    pub(crate) fn new(to: To) -> PayloadWriter {
+        PayloadWriter {
+            to,
+            line: Vec::new(),
+            framed: BytesMut::new(),
+            recordio: RecordIoCodec::new(),
+        }
+    }
+
+    /// Writes one payload; `Ok(false)`, with nothing written, for a payload that
+    /// holds a newline in `--to lines`.
+    pub(crate) fn write(&mut self, out: &mut impl Write, data: &[u8]) -> Result<bool, Failure> {
+        match self.to {
+            To::Raw => out.write_all(data)?,
+            To::Lines => {
+                if data.contains(&b'\n') {
+                    return Ok(false);
+                }
+                out.write_all(data)?;
+                out.write_all(b"\n")?;
+            }
+            To::Hex => {
+                self.line.clear();
+                hex_into(data, &mut self.line);
+                self.line.push(b'\n');
+                out.write_all(&self.line)?;
+            }
+            To::Recordio => {
+                self.framed.clear();
+                self.recordio
+                    .encode(data, &mut self.framed)
+                    .map_err(|e| Failure::new(format!("recordio: {e}")))?;
+                out.write_all(&self.framed)?;
+            }
+        }
+        Ok(true)
+    }
+}
+
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     if let Some(n) = args.record {
         return stream_record(&args, n, limits).await;
@@ -70,9 +119,7 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let (mut reader, _) =
         open_reader(&args.file, &args.dialect, args.recovery, args.start, limits)?;
     let mut out = stdout();
-    let mut line = Vec::new();
-    let mut framed = BytesMut::new();
-    let mut recordio = RecordIoCodec::new();
+    let mut payloads = PayloadWriter::new(args.to);
     let mut error = None;
     while let Some(record) = reader.next_record().await {
         let record = match record {
@@ -82,33 +129,13 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
                 continue;
             }
         };
-        match args.to {
-            To::Raw => out.write_all(&record.data)?,
-            To::Lines => {
-                if record.data.contains(&b'\n') {
-                    finish(out)?;
-                    return Err(Failure::new(format!(
-                        "{}: the record at offset {} holds a newline: use --to hex",
-                        input_name(&args.file),
-                        record.position.start
-                    )));
-                }
-                out.write_all(&record.data)?;
-                out.write_all(b"\n")?;
-            }
-            To::Hex => {
-                line.clear();
-                hex_into(&record.data, &mut line);
-                line.push(b'\n');
-                out.write_all(&line)?;
-            }
-            To::Recordio => {
-                framed.clear();
-                recordio
-                    .encode(&record.data[..], &mut framed)
-                    .map_err(|e| Failure::new(format!("recordio: {e}")))?;
-                out.write_all(&framed)?;
-            }
+        if !payloads.write(&mut out, &record.data)? {
+            finish(out)?;
+            return Err(Failure::new(format!(
+                "{}: the record at offset {} holds a newline: use --to hex",
+                input_name(&args.file),
+                record.position.start
+            )));
         }
     }
     finish(out)?;

@@ -35,12 +35,11 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bytes::BytesMut;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, FromArgMatches, ValueEnum};
-use tokio_util::codec::Encoder;
-use walcodec::{DirReader, DirRecord, LogDir, LogPosition, RecordIoCodec, SegmentList};
+use walcodec::{DirReader, DirRecord, LogDir, LogPosition, SegmentList};
 
+use crate::cat::{PayloadWriter, To};
 use crate::common::{escape_into, finish, hex_into, stdout, Failure, Limits, Status};
 use crate::dump::Format;
 use crate::json::JsonObject;
@@ -475,39 +474,25 @@ async fn dump(sub: &ArgMatches, path: &Path) -> Result<Status, Failure> {
     Ok(status)
 }
 
-/// How `cat --to` frames payloads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum To {
-    Raw,
-    Lines,
-    Hex,
-    Recordio,
-}
-
 /// `cat DIR`: every payload, in order, framed as `cat FILE --to` frames them.
 async fn cat(sub: &ArgMatches, path: &Path) -> Result<Status, Failure> {
-    // `cat`'s own enum is private to it: its value as the user spelled it.
+    // The value as the user spelled it, read as `cat FILE` reads it.
     let to = match sub
         .get_raw("to")
         .and_then(|mut values| values.next())
         .and_then(|value| value.to_str())
     {
-        None | Some("raw") => To::Raw,
-        Some("lines") => To::Lines,
-        Some("hex") => To::Hex,
-        Some("recordio") => To::Recordio,
-        Some(other) => {
-            return Err(Failure::new(format!(
-                "{}: --to {other} does not apply to a log directory",
+        None => To::Raw,
+        Some(value) => To::from_str(value, false).map_err(|_| {
+            Failure::new(format!(
+                "{}: --to {value} does not apply to a log directory",
                 path.display()
-            )))
-        }
+            ))
+        })?,
     };
     let mut reader = open_reader(path, from(sub)).await?;
     let mut out = stdout();
-    let mut line = Vec::new();
-    let mut framed = BytesMut::new();
-    let mut recordio = RecordIoCodec::new();
+    let mut payloads = PayloadWriter::new(to);
     let mut status = Status::Clean;
     while let Some(record) = reader.next_record().await {
         let record = match record {
@@ -518,33 +503,13 @@ async fn cat(sub: &ArgMatches, path: &Path) -> Result<Status, Failure> {
                 continue;
             }
         };
-        match to {
-            To::Raw => out.write_all(&record.data)?,
-            To::Lines => {
-                if record.data.contains(&b'\n') {
-                    finish(out)?;
-                    return Err(Failure::new(format!(
-                        "{}: the record at {} holds a newline: use --to hex",
-                        path.display(),
-                        record.start
-                    )));
-                }
-                out.write_all(&record.data)?;
-                out.write_all(b"\n")?;
-            }
-            To::Hex => {
-                line.clear();
-                hex_into(&record.data, &mut line);
-                line.push(b'\n');
-                out.write_all(&line)?;
-            }
-            To::Recordio => {
-                framed.clear();
-                recordio
-                    .encode(&record.data[..], &mut framed)
-                    .map_err(|e| Failure::new(format!("recordio: {e}")))?;
-                out.write_all(&framed)?;
-            }
+        if !payloads.write(&mut out, &record.data)? {
+            finish(out)?;
+            return Err(Failure::new(format!(
+                "{}: the record at {} holds a newline: use --to hex",
+                path.display(),
+                record.start
+            )));
         }
     }
     finish(out)?;
