@@ -196,18 +196,19 @@ impl DirReader {
     /// directory cannot be read.
     pub async fn open(path: impl AsRef<Path>, from: LogPosition) -> Result<DirReader, Error> {
         let dir = path.as_ref().to_path_buf();
-        let segments = {
+        // The segments a reader reads (`LogDir::list`): segments a crash kept from a
+        // purge are not part of the log.
+        let listing = {
             let dir = dir.clone();
-            super::fs::blocking(move || list_segments(&dir)).await?
+            tokio::task::spawn_blocking(move || super::listing::list(&dir))
+                .await
+                .map_err(std::io::Error::other)??
         };
-        let purged_through = super::recovery::read_purged(&dir).await?;
-        // Segments a crash kept from a purge are not part of the log (the writer's
-        // `open` deletes them).
-        let first = segments
-            .iter()
-            .copied()
-            .find(|&segment| segment > purged_through.segment)
-            .unwrap_or(purged_through.segment + 1);
+        let purged_through = listing.purged_through;
+        let first = listing
+            .segments
+            .first()
+            .map_or(purged_through.segment + 1, |segment| segment.number);
         let from = super::resolve_start(from, first, purged_through)?;
         Ok(DirReader {
             dir,
