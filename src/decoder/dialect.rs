@@ -5,6 +5,8 @@
 
 use std::sync::{Arc, Mutex};
 
+#[cfg(feature = "zstd")]
+use crate::compression::RecordInflater;
 use crate::error::CorruptionKind;
 use crate::metadata::{MetadataRecord, PredecessorWalInfo, TimestampSize, WalCompressionType};
 
@@ -89,7 +91,7 @@ pub(super) struct InflateFailure {
 #[derive(Default)]
 pub(super) struct Inflater {
     #[cfg(feature = "zstd")]
-    inflater: Option<(usize, Box<crate::compression::RecordInflater>)>,
+    inflater: Option<(usize, Box<RecordInflater>)>,
 }
 
 impl Clone for Inflater {
@@ -99,6 +101,17 @@ impl Clone for Inflater {
 }
 
 impl Inflater {
+    /// The inflater for records of at most `max_record_bytes`, created on first use
+    /// (or anew for another limit).
+    #[cfg(feature = "zstd")]
+    fn inflater_for(&mut self, max_record_bytes: usize) -> &mut RecordInflater {
+        if !matches!(&self.inflater, Some((limit, _)) if *limit == max_record_bytes) {
+            let inflater = Box::new(RecordInflater::new(max_record_bytes));
+            self.inflater = Some((max_record_bytes, inflater));
+        }
+        &mut self.inflater.as_mut().expect("set above").1
+    }
+
     /// Inflates one whole compressed record (its frame) within `max_record_bytes`.
     #[cfg(feature = "zstd")]
     pub(super) fn inflate(
@@ -107,18 +120,10 @@ impl Inflater {
         frame: &[u8],
         max_record_bytes: usize,
     ) -> Result<Vec<u8>, InflateFailure> {
-        use crate::compression::RecordInflater;
-
         if compression != WalCompressionType::Zstd {
             return Err(unsupported(compression));
         }
-        let inflater = match &mut self.inflater {
-            Some((limit, inflater)) if *limit == max_record_bytes => inflater,
-            slot => {
-                let inflater = Box::new(RecordInflater::new(max_record_bytes));
-                &mut slot.insert((max_record_bytes, inflater)).1
-            }
-        };
+        let inflater = self.inflater_for(max_record_bytes);
         let mut record = Vec::new();
         let inflated = inflater.inflate_whole(frame, &mut record);
         inflated.map(|()| record).map_err(failure)
@@ -136,25 +141,20 @@ impl Inflater {
         (begins, ends): (bool, bool),
         max_record_bytes: usize,
     ) -> Result<Vec<u8>, InflateFailure> {
-        use crate::compression::{InflateError, RecordInflater};
+        use crate::compression::InflateError;
 
         if compression != WalCompressionType::Zstd {
             return Err(unsupported(compression));
         }
-        let inflater = match &mut self.inflater {
-            Some((limit, inflater)) if *limit == max_record_bytes => {
-                if begins {
-                    inflater.reset();
-                }
-                inflater
-            }
+        let holds_record = matches!(&self.inflater, Some((limit, _)) if *limit == max_record_bytes);
+        if !begins && !holds_record {
             // A clone taken mid-record has no inflater: the record fails as cut.
-            _ if !begins => return Err(failure(InflateError::Truncated)),
-            slot => {
-                let inflater = Box::new(RecordInflater::new(max_record_bytes));
-                &mut slot.insert((max_record_bytes, inflater)).1
-            }
-        };
+            return Err(failure(InflateError::Truncated));
+        }
+        let inflater = self.inflater_for(max_record_bytes);
+        if begins {
+            inflater.reset();
+        }
         let mut out = Vec::new();
         let inflated =
             inflater.push(piece, &mut out).and_then(
