@@ -24,8 +24,10 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 mod durable;
 
 use durable::{
-    baseline, bench_dir, group_commit, median, runtime, Tally, ROUNDS, ROUND_TIME, TASKS,
+    baseline, bench_dir, group_commit, group_commit_with, median, runtime, Tally, ROUNDS,
+    ROUND_TIME, TASKS,
 };
+use walcodec::WriterOptions;
 
 fn benches(c: &mut Criterion, dir: &Path) {
     let runtime = runtime();
@@ -63,19 +65,25 @@ fn paired_table(dir: &Path) {
     );
     println!();
     println!(
-        "| tasks | appends/s | baseline appends/s | vs baseline | syncs/append | \
+        "| tasks | writer | appends/s | baseline appends/s | vs baseline | syncs/append | \
          p50 | p50 vs baseline | p99 |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for tasks in TASKS {
-        let probe = runtime.block_on(group_commit(dir, tasks, 50 * tasks as u64));
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    let mut flusher_only = WriterOptions::new();
+    flusher_only.leader_writes(false);
+    let rows = TASKS
+        .iter()
+        .map(|&tasks| (tasks, "default", WriterOptions::new()))
+        .chain([1, 16].map(|tasks| (tasks, "flusher only", flusher_only.clone())));
+    for (tasks, label, options) in rows {
+        let probe = runtime.block_on(group_commit_with(dir, tasks, 50 * tasks as u64, &options));
         let iters =
             (probe.appends_per_second() * ROUND_TIME.as_secs_f64()).max(tasks as f64) as u64;
         let (mut base_all, mut all) = (Tally::default(), Tally::default());
         let (mut rate_ratios, mut p50_ratios) = (Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
             let mut base = baseline(dir, base_iters);
-            let mut ours = runtime.block_on(group_commit(dir, tasks, iters));
+            let mut ours = runtime.block_on(group_commit_with(dir, tasks, iters, &options));
             rate_ratios.push(ours.appends_per_second() / base.appends_per_second());
             p50_ratios
                 .push(ours.percentile(0.5).as_secs_f64() / base.percentile(0.5).as_secs_f64());
@@ -83,7 +91,7 @@ fn paired_table(dir: &Path) {
             all.add(ours);
         }
         println!(
-            "| {tasks} | {:.0} | {:.0} | {:.1}x | {:.4} | {:.0} µs | {:.2}x | {:.0} µs |",
+            "| {tasks} | {label} | {:.0} | {:.0} | {:.2}x | {:.4} | {:.0} µs | {:.2}x | {:.0} µs |",
             all.appends_per_second(),
             base_all.appends_per_second(),
             median(rate_ratios),

@@ -33,13 +33,13 @@
 //! on reopen. Retrying a failed `fsync` is unsound (the kernel may have dropped the
 //! dirty pages and report the next sync as a success), so the writer never does.
 
+mod flush;
 mod storage;
 mod stream;
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, Seek, SeekFrom};
-use std::mem;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -94,6 +94,7 @@ pub struct WriterOptions {
     max_record_bytes: usize,
     format: crate::LogFormat,
     stream_stall_timeout: Duration,
+    leader_writes: bool,
 }
 
 impl Default for WriterOptions {
@@ -107,6 +108,7 @@ impl Default for WriterOptions {
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             format: crate::LogFormat::leveldb(),
             stream_stall_timeout: DEFAULT_STREAM_STALL_TIMEOUT,
+            leader_writes: true,
         }
     }
 }
@@ -155,6 +157,25 @@ impl WriterOptions {
     /// for at most this much CPU time after each batch.
     pub fn idle_spin(&mut self, spin: Duration) -> &mut Self {
         self.idle_spin = spin;
+        self
+    }
+
+    /// Whether an append that finds the writer idle writes and syncs its record
+    /// itself (default: on). Nothing is queued or in flight then, so the task does
+    /// what the flusher thread would, on its own thread, inside
+    /// [`tokio::task::block_in_place`] (the runtime moves its other tasks to another
+    /// thread meanwhile): a lone appender's round trip is one write and one sync, with
+    /// no hand-off to the flusher and back (each costs tens of microseconds on a VM).
+    /// Appends that arrive during that sync queue up, and the flusher writes them
+    /// together as usual, so group commit is unchanged under load. LevelDB's and
+    /// RocksDB's write paths work the same way: the first writer in line writes.
+    ///
+    /// Only on a multi-thread tokio runtime, and not with
+    /// [`min_sync_interval`](Self::min_sync_interval); elsewhere every batch goes
+    /// through the flusher. Turn it off to keep all file I/O on the flusher thread.
+    /// [`WriterStats::led_writes`] counts the batches written this way.
+    pub fn leader_writes(&mut self, on: bool) -> &mut Self {
+        self.leader_writes = on;
         self
     }
 
@@ -329,7 +350,7 @@ impl WriterOptions {
             let mut storage = FileStorage::new(file);
             // The first step before the first append, so no append waits for it.
             let mut allocated = len;
-            if let Err(e) = grow(&mut storage, &mut allocated, len + 1, step) {
+            if let Err(e) = flush::grow(&mut storage, &mut allocated, len + 1, step) {
                 let _ = storage.truncate(len);
                 return Err(e);
             }
@@ -375,11 +396,13 @@ impl WriterOptions {
             stream_gate: tokio::sync::Mutex::new(()),
             stream_done: tokio::sync::Notify::new(),
             durable_end: watch::channel(len).0,
+            leader_writes: self.leader_writes,
+            io: Mutex::new(flush::Io { storage, allocated }),
         });
         let flusher = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("walcodec-flusher".into())
-            .spawn(move || run_flusher(flusher, storage, allocated))?;
+            .spawn(move || flush::run_flusher(flusher))?;
         Ok(AsyncLogWriter {
             handle: Arc::new(Handle { shared }),
         })
@@ -683,6 +706,7 @@ impl AsyncLogWriter {
             syncs: c.syncs,
             largest_batch_records: c.largest_batch_records,
             largest_batch_bytes: c.largest_batch_bytes,
+            led_writes: c.led_writes,
             last_sync_latency: c.last_sync_latency,
             max_sync_latency: c.max_sync_latency,
             len: state.encoder.offset(),
@@ -759,6 +783,16 @@ impl AsyncLogWriter {
             records: records.len() as u64,
             waiter,
         });
+        if sync && state.may_lead(shared) && flush::can_block_here() {
+            let mut taken = Vec::new();
+            let batch = state.take_lead(shared.max_batch_bytes, &mut taken);
+            drop(state);
+            if permits > kept {
+                shared.queue.add_permits(permits - kept);
+            }
+            flush::lead(shared, batch, taken);
+            return Ok(done);
+        }
         let signal = state.flusher_signal(shared.max_batch_bytes);
         drop(state);
         if permits > kept {
@@ -798,6 +832,9 @@ pub struct WriterStats {
     pub largest_batch_records: u64,
     /// Bytes in the largest batch.
     pub largest_batch_bytes: u64,
+    /// Batches an appending task wrote itself (see [`WriterOptions::leader_writes`]);
+    /// the flusher thread wrote the others.
+    pub led_writes: u64,
     /// How long the last sync took.
     pub last_sync_latency: Option<Duration>,
     /// How long the slowest sync took.
@@ -859,6 +896,10 @@ struct Shared {
     stream_done: tokio::sync::Notify,
     /// The durable length, published after each sync for [`AsyncLogWriter::durable_end`].
     durable_end: watch::Sender<u64>,
+    /// See [`WriterOptions::leader_writes`].
+    leader_writes: bool,
+    /// The file: used by the flusher thread, or by an append that leads.
+    io: Mutex<flush::Io>,
 }
 
 impl Shared {
@@ -941,6 +982,7 @@ struct Counters {
     syncs: u64,
     largest_batch_records: u64,
     largest_batch_bytes: u64,
+    led_writes: u64,
     last_sync_latency: Option<Duration>,
     max_sync_latency: Option<Duration>,
 }
@@ -950,6 +992,8 @@ struct State {
     /// Encoded bytes not yet taken by the flusher; `buf[0]` is at log offset `buf_start`.
     buf: BytesMut,
     buf_start: u64,
+    /// An empty buffer to swap in for `buf` when a batch takes all of it.
+    spare: BytesMut,
     /// In order of `end`, which only grows.
     pending: VecDeque<Entry>,
     /// Entries in `pending` with a waiter: a sync is owed.
@@ -968,6 +1012,13 @@ struct State {
     counters: Counters,
     /// A streamed record holds the end of the log: other records wait.
     streaming: bool,
+    /// An append writes a batch itself (see [`flush`]); the flusher sleeps meanwhile.
+    leading: bool,
+    /// When the last sync began (for `min_sync_interval`).
+    last_sync_start: Option<Instant>,
+    /// Entries with a waiter in the last batch taken: what tells a lone appender
+    /// from a group (see [`State::may_lead`]).
+    last_batch_waiters: usize,
 }
 
 impl State {
@@ -976,18 +1027,23 @@ impl State {
             encoder: LogEncoder::builder().format(format).offset(len).build(),
             buf: BytesMut::new(),
             buf_start: len,
+            spare: BytesMut::new(),
             pending: VecDeque::new(),
             pending_waiters: 0,
             queued_permits: 0,
             written_len: len,
             durable_len: len,
-            flusher: Flusher::Busy,
+            // Its first look at the queue needs no wake-up.
+            flusher: Flusher::Idle,
             closing: false,
             finished: false,
             closers: Vec::new(),
             failure: None,
             counters: Counters::default(),
             streaming: false,
+            leading: false,
+            last_sync_start: None,
+            last_batch_waiters: 0,
         }
     }
 
@@ -1002,6 +1058,10 @@ impl State {
     /// How an appender that just queued something tells the flusher, if it must;
     /// marks the flusher busy then, so that the appenders behind do not tell it again.
     fn flusher_signal(&mut self, max_batch_bytes: usize) -> Signal {
+        if self.leading {
+            // The leader hands what is left to the flusher when it is done.
+            return Signal::None;
+        }
         let signal = match self.flusher {
             Flusher::Busy => Signal::None,
             Flusher::Spinning => Signal::Flag,
@@ -1017,337 +1077,5 @@ impl State {
 
     fn has_work(&self) -> bool {
         !self.buf.is_empty() || self.pending_waiters > 0
-    }
-}
-
-/// Poisons the writer if the flusher thread unwinds, so no caller waits forever on a
-/// thread that is gone.
-struct ExitGuard {
-    shared: Arc<Shared>,
-    exited: bool,
-}
-
-impl Drop for ExitGuard {
-    fn drop(&mut self) {
-        if !self.exited {
-            let error = io::Error::other("the log writer's flusher thread panicked");
-            fail(&self.shared, Vec::new(), error);
-        }
-    }
-}
-
-/// The flusher: one batch at a time, one write + sync in flight, until closing and
-/// drained or a failure.
-/// Where a batch that cannot take all the queued bytes ends: on a page boundary of
-/// the file. A batch cut inside a record can become durable on its own (its sync,
-/// or a preallocation step's), and a crash or power cut may then lose the rest of
-/// the record, leaving its fragment cut short by zeros (preallocated space) from
-/// the batch's end. A reader takes such a fragment for a torn write only when the
-/// zeros begin at a sector boundary inside it, the shape a disk leaves; anywhere
-/// else it is damage, and reopening the log would fail. Cut at a page boundary,
-/// every durable point inside a record is one.
-const BATCH_ALIGN_BYTES: u64 = 4096;
-
-/// How many of the `queued` bytes (the log from `start` on) the next batch takes:
-/// all of them if they fit in `max_batch`, else up to the last page boundary within
-/// `max_batch` (or the first one past `start`, for a cap below a page).
-fn batch_len(start: u64, queued: usize, max_batch: usize) -> usize {
-    if queued <= max_batch {
-        return queued;
-    }
-    let cap_end = start + max_batch as u64;
-    let aligned = cap_end - cap_end % BATCH_ALIGN_BYTES;
-    let end = if aligned > start {
-        aligned
-    } else {
-        (start / BATCH_ALIGN_BYTES + 1) * BATCH_ALIGN_BYTES
-    };
-    ((end - start) as usize).min(queued)
-}
-
-fn run_flusher(shared: Arc<Shared>, mut storage: Box<dyn Storage>, mut allocated: u64) {
-    // Declared before the guard so that, on unwind, the guard poisons the state before
-    // these waiters are dropped and their tasks look at it.
-    let mut taken: Vec<Entry> = Vec::new();
-    let mut guard = ExitGuard {
-        shared: Arc::clone(&shared),
-        exited: false,
-    };
-    let mut spare = BytesMut::new();
-    let mut last_sync_start: Option<Instant> = None;
-    let max_batch = shared.max_batch_bytes;
-
-    let mut spun = false;
-    let mut state = shared.lock();
-    loop {
-        if !state.has_work() {
-            if state.closing {
-                break;
-            }
-            if !spun && !shared.idle_spin.is_zero() {
-                // A task that just got its acknowledgement usually appends again within
-                // microseconds: watch for it before sleeping, which saves the thread
-                // wake-up (tens of microseconds) on the path of a lone appender.
-                spun = true;
-                state.flusher = Flusher::Spinning;
-                shared.queued.store(false, Ordering::Relaxed);
-                drop(state);
-                let until = Instant::now() + shared.idle_spin;
-                while !shared.queued.load(Ordering::Acquire) && Instant::now() < until {
-                    std::thread::yield_now();
-                }
-                state = shared.lock();
-                continue;
-            }
-            state.flusher = Flusher::Idle;
-            state = shared
-                .wake
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
-            continue;
-        }
-        spun = false;
-        if let (Some(interval), Some(last)) = (shared.min_sync_interval, last_sync_start) {
-            let due = last + interval;
-            let now = Instant::now();
-            if now < due
-                && state.pending_waiters > 0
-                && state.buf.len() < max_batch
-                && !state.closing
-            {
-                state.flusher = Flusher::Pacing;
-                state = shared
-                    .wake
-                    .wait_timeout(state, due - now)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
-                continue;
-            }
-        }
-        state.flusher = Flusher::Busy;
-
-        // Take the waiters and the bytes under one lock: every waiter taken here ends
-        // at or before `batch_end`, so the sync below covers all of its bytes.
-        let batch_start = state.buf_start;
-        let n = batch_len(batch_start, state.buf.len(), max_batch);
-        let batch_end = batch_start + n as u64;
-        let covered = state.pending.partition_point(|e| e.end <= batch_end);
-        taken.extend(state.pending.drain(..covered));
-        let waiters = taken.iter().filter(|e| e.waiter.is_some()).count();
-        state.pending_waiters -= waiters;
-        let whole = n == state.buf.len();
-        let batch = if whole {
-            mem::replace(&mut state.buf, mem::take(&mut spare))
-        } else {
-            state.buf.split_to(n)
-        };
-        state.buf_start = batch_end;
-        drop(state);
-
-        let must_sync = waiters > 0;
-        let mut sync_latency = None;
-        let sync_start = Instant::now();
-        let result = grow(&mut *storage, &mut allocated, batch_end, shared.preallocate)
-            .and_then(|()| storage::write_all(&mut *storage, &batch))
-            .and_then(|()| {
-                if must_sync {
-                    let started = Instant::now();
-                    storage.sync()?;
-                    sync_latency = Some(started.elapsed());
-                }
-                Ok(())
-            });
-
-        if let Err(error) = result {
-            // Take the failed batch back so the file is a clean prefix at once; if
-            // this fails too, `open` cuts the torn tail on reopen.
-            let _ = storage.truncate(batch_start);
-            // A record larger than what one batch covers may begin in this batch and
-            // end in the next: some of its bytes were written, so its append gets the
-            // error itself; `Poisoned` is only for records no byte of which was.
-            // Entries are contiguous, so only the first one still pending can.
-            let written_from = taken.last().map_or(batch_start, |e| e.end);
-            if written_from < batch_end {
-                let mut state = shared.lock();
-                if let Some(straddling) = state.pending.pop_front() {
-                    taken.push(straddling);
-                }
-            }
-            fail(&shared, mem::take(&mut taken), error);
-            guard.exited = true;
-            return;
-        }
-        if must_sync {
-            last_sync_start = Some(sync_start);
-        }
-
-        state = shared.lock();
-        state.written_len = batch_end;
-        if must_sync {
-            state.durable_len = batch_end;
-        }
-        let records: u64 = taken.iter().map(|e| e.records).sum();
-        let c = &mut state.counters;
-        c.records += records;
-        if n > 0 {
-            c.writes += 1;
-            c.bytes += n as u64;
-            c.largest_batch_records = c.largest_batch_records.max(records);
-            c.largest_batch_bytes = c.largest_batch_bytes.max(n as u64);
-        }
-        if let Some(latency) = sync_latency {
-            c.syncs += 1;
-            c.last_sync_latency = Some(latency);
-            c.max_sync_latency = c.max_sync_latency.max(Some(latency));
-        }
-        // Permits track bytes, except for a record larger than the whole queue, which
-        // holds fewer: never return more than are held, and all once the queue is empty.
-        let release = if state.buf.is_empty() {
-            state.queued_permits
-        } else {
-            state.queued_permits.min(n)
-        };
-        state.queued_permits -= release;
-        drop(state);
-
-        if must_sync {
-            shared.durable_end.send_replace(batch_end);
-        }
-        shared.queue.add_permits(release);
-        for entry in taken.drain(..) {
-            if let Some(waiter) = entry.waiter {
-                // The appender may have stopped waiting; its record is durable anyway.
-                let _ = waiter.send(Ok(()));
-            }
-        }
-        if whole {
-            let mut batch = batch;
-            batch.clear();
-            // Keep the buffer for the next swap unless one huge record grew it.
-            if batch.capacity() <= 2 * max_batch.max(DEFAULT_MAX_QUEUED_BYTES) {
-                spare = batch;
-            }
-        }
-        state = shared.lock();
-    }
-
-    // Closing and drained. Records appended without a sync were written but may not be
-    // durable yet: sync them before letting go of the file.
-    let unsynced = state.written_len > state.durable_len;
-    let len = state.written_len;
-    drop(state);
-    if unsynced {
-        if let Err(error) = storage.sync() {
-            fail(&shared, Vec::new(), error);
-            guard.exited = true;
-            return;
-        }
-    }
-    // Give back the zeros ahead of the log, so the closed file is exactly the log.
-    if allocated > len {
-        if let Err(error) = storage.truncate(len) {
-            fail(&shared, Vec::new(), error);
-            guard.exited = true;
-            return;
-        }
-    }
-    drop(storage);
-    let mut state = shared.lock();
-    state.durable_len = state.written_len;
-    state.finished = true;
-    let len = state.written_len;
-    let closers = mem::take(&mut state.closers);
-    drop(state);
-    guard.exited = true;
-    shared.durable_end.send_replace(len);
-    for closer in closers {
-        let _ = closer.send(Ok(len));
-    }
-}
-
-/// Makes the file at least `end` bytes long, in whole steps of `step` zero bytes,
-/// before a batch ending at `end` is written (nothing when `step` is 0).
-fn grow(storage: &mut dyn Storage, allocated: &mut u64, end: u64, step: u64) -> io::Result<()> {
-    if step == 0 || end <= *allocated {
-        return Ok(());
-    }
-    let to = end.div_ceil(step).saturating_mul(step);
-    storage.preallocate(*allocated, to)?;
-    *allocated = to;
-    Ok(())
-}
-
-/// Poisons the writer: the waiters in `batch` (every record with bytes in the failed
-/// batch) get the error, everything queued after it and every later call gets
-/// [`Error::Poisoned`].
-fn fail(shared: &Shared, batch: Vec<Entry>, error: io::Error) {
-    let mut state = shared.lock();
-    let error = Arc::new(error);
-    if state.failure.is_none() {
-        state.failure = Some(Failure {
-            offset: state.durable_len,
-            error: Arc::clone(&error),
-        });
-    }
-    let queued: Vec<Entry> = state.pending.drain(..).collect();
-    state.pending_waiters = 0;
-    state.buf.clear();
-    state.queued_permits = 0;
-    state.finished = true;
-    let closers = mem::take(&mut state.closers);
-    let failure = state.failure.as_ref().expect("set above");
-    let (offset, source) = (failure.offset, Arc::clone(&failure.error));
-    drop(state);
-
-    // Appends waiting for queue room wake up and see the failure.
-    shared.queue.close();
-    let poisoned = || Error::Poisoned {
-        offset,
-        source: Arc::clone(&source),
-    };
-    for entry in batch {
-        if let Some(waiter) = entry.waiter {
-            let _ = waiter.send(Err(Error::Io(copy_io_error(&error))));
-        }
-    }
-    for entry in queued {
-        if let Some(waiter) = entry.waiter {
-            let _ = waiter.send(Err(poisoned()));
-        }
-    }
-    for closer in closers {
-        let _ = closer.send(Err(poisoned()));
-    }
-}
-
-/// An `io::Error` for each waiter: the OS error code when there is one (so
-/// `raw_os_error` and `kind` match the original), else the kind and message.
-fn copy_io_error(error: &io::Error) -> io::Error {
-    match error.raw_os_error() {
-        Some(code) => io::Error::from_raw_os_error(code),
-        None => io::Error::new(error.kind(), error.to_string()),
-    }
-}
-
-#[cfg(test)]
-mod batch_tests {
-    use super::*;
-
-    #[test]
-    fn partial_batches_end_on_a_page() {
-        assert_eq!(batch_len(0, 100, 1 << 20), 100);
-        assert_eq!(batch_len(0, 3 << 20, 1 << 20), 1 << 20);
-        assert_eq!(batch_len(100, 3 << 20, 1 << 20), (1 << 20) - 100);
-        // A cap below a page: up to the next page boundary.
-        assert_eq!(batch_len(100, 10_000, 1), 4096 - 100);
-        assert_eq!(batch_len(4096, 10_000, 1), 4096);
-        assert_eq!(batch_len(4000, 50, 1), 50);
-        for start in [0u64, 7, 4095, 4096, 123_457] {
-            for cap in [1usize, 1000, 4096, 5000, 1 << 20] {
-                let n = batch_len(start, 10 << 20, cap);
-                assert!(n > 0);
-                assert_eq!((start + n as u64) % BATCH_ALIGN_BYTES, 0, "{start} {cap}");
-            }
-        }
     }
 }

@@ -222,21 +222,43 @@ async fn run_script(log: &AsyncLogWriter) -> Vec<Call> {
     calls
 }
 
+/// How the script's batches reach the file: written by the appending task itself
+/// when the writer is idle (the default on a multi-thread runtime), or all by the
+/// flusher thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BatchPath {
+    Leader,
+    FlusherOnly,
+}
+
 /// Runs the script with `fault` at step `at` and checks everything a caller relies on.
 /// Returns whether the fault fired.
-async fn check_script(fault: Fault, at: usize, fail_truncate: bool, max_batch: usize) -> bool {
+async fn check_script(
+    fault: Fault,
+    at: usize,
+    fail_truncate: bool,
+    max_batch: usize,
+    path_taken: BatchPath,
+) -> bool {
     let (_dir, path) = temp_log();
     let (mut storage, trace) = FaultyStorage::new(&path, fault, at);
     storage.fail_truncate = fail_truncate;
     let log = WriterOptions::new()
         .max_batch_bytes(max_batch)
+        .leader_writes(path_taken == BatchPath::Leader)
         .from_storage(Box::new(storage), 0)
         .unwrap();
     let calls = tokio::time::timeout(Duration::from_secs(20), run_script(&log))
         .await
         .expect("no call hangs");
     let fired = trace.lock().unwrap().fired;
-    let context = format!("{fault:?} at {at}, truncate fails: {fail_truncate}, batch {max_batch}");
+    let context = format!(
+        "{fault:?} at {at}, truncate fails: {fail_truncate}, batch {max_batch}, {path_taken:?}"
+    );
+    let stats = log.stats();
+    if path_taken == BatchPath::FlusherOnly {
+        assert_eq!(stats.led_writes, 0, "{context}");
+    }
 
     let first_error = calls.iter().position(|c| c.result.is_err());
     if !fired || fault == Fault::ShortWrites {
@@ -316,15 +338,20 @@ async fn check_script(fault: Fault, at: usize, fail_truncate: bool, max_batch: u
 /// Runs the script with the fault at every step until a run where it never fires.
 /// Batches are capped at 1 MiB, then at 512 bytes so that records span batches.
 async fn at_every_step(fault: Fault, fail_truncate: bool) {
-    for max_batch in [1 << 20, 512] {
-        let mut fired = 0;
-        for at in 0.. {
-            if !check_script(fault, at, fail_truncate, max_batch).await {
-                break;
+    for path in [BatchPath::Leader, BatchPath::FlusherOnly] {
+        for max_batch in [1 << 20, 512] {
+            let mut fired = 0;
+            for at in 0.. {
+                if !check_script(fault, at, fail_truncate, max_batch, path).await {
+                    break;
+                }
+                fired += 1;
             }
-            fired += 1;
+            assert!(
+                fired >= 5,
+                "{fault:?} fired at only {fired} steps ({path:?})"
+            );
         }
-        assert!(fired >= 5, "{fault:?} fired at only {fired} steps");
     }
 }
 
@@ -366,7 +393,9 @@ async fn sync_error_with_failed_truncate_at_every_step() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_writes_are_completed() {
     for max_batch in [1 << 20, 512] {
-        assert!(!check_script(Fault::ShortWrites, 0, false, max_batch).await);
+        for path in [BatchPath::Leader, BatchPath::FlusherOnly] {
+            assert!(!check_script(Fault::ShortWrites, 0, false, max_batch, path).await);
+        }
     }
 }
 
