@@ -20,7 +20,9 @@ use tokio::fs::{File, OpenOptions};
 use tokio::io::AsyncSeekExt;
 use tokio_util::codec::FramedRead;
 
-use crate::{CorruptionKind, Error, LogDecoder, BLOCK_SIZE, DEFAULT_MAX_RECORD_BYTES};
+use crate::{
+    CorruptionKind, Dialect, Error, LogDecoder, LogFormat, BLOCK_SIZE, DEFAULT_MAX_RECORD_BYTES,
+};
 
 /// What [`scan_log`] found at the end of a log.
 ///
@@ -221,28 +223,97 @@ pub(crate) async fn repair_file(
 
 /// Scans an open log from its start. The file's position afterwards is unspecified.
 pub(crate) async fn scan_file(file: &mut File, max_record_bytes: usize) -> Result<TailScan, Error> {
-    let (scan, failure) = scan_to_damage(file, max_record_bytes).await?;
+    let (scan, failure, _) = scan_to_damage(file, max_record_bytes, LogFormat::leveldb()).await?;
     match failure {
         None => Ok(scan),
         Some((e, _)) => Err(e),
     }
 }
 
-/// Reads the log in `file` with a `TolerateTail` decoder: what it found up to the
-/// first damage, and that damage (an error that is not the file's own I/O).
+/// What a scan learned of the format the log's records were written in.
+#[derive(Debug, Clone, Copy)]
+struct Written {
+    /// The data fragments read had recyclable headers.
+    recyclable: bool,
+    /// A type-9 record turned compression on.
+    compressed: bool,
+    /// Records of the log were read.
+    records: bool,
+    /// Bytes of a recycled file's earlier use were found (where the log ended).
+    old_fragments: bool,
+}
+
+impl Written {
+    /// Refuses to append records of `format` to a log written in another one: the
+    /// log's readers would take the new records for damage (a recyclable header
+    /// after legacy ones, raw bytes where a zstd frame belongs) or for the end of
+    /// the log.
+    ///
+    /// Also refuses a recycled file that holds no record of the format's log number:
+    /// either nothing of this log was written yet or the number is wrong, and only
+    /// the caller knows which; cutting would lose a whole log on a wrong number.
+    fn check(&self, format: LogFormat, valid_len: u64) -> Result<(), Error> {
+        if !self.records && self.old_fragments {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the log holds no record of log number {} before fragments of \
+                     another log: a recycled file not yet written, or the wrong number",
+                    format.log_number().unwrap_or(0)
+                ),
+            )));
+        }
+        if valid_len == 0 {
+            return Ok(());
+        }
+        let recyclable = format.log_number().is_some();
+        let mismatch = if self.compressed != format.is_compressed() {
+            Some(if self.compressed {
+                "the log is compressed (RocksDB WAL compression) and the writer's format is not"
+            } else {
+                "the writer's format is compressed and the log is not"
+            })
+        } else if self.records && self.recyclable != recyclable {
+            Some(if self.recyclable {
+                "the log has recyclable headers and the writer's format does not"
+            } else {
+                "the writer's format is recyclable and the log has legacy headers"
+            })
+        } else {
+            None
+        };
+        match mismatch {
+            None => Ok(()),
+            Some(why) => Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("cannot append to this log in another format: {why}"),
+            ))),
+        }
+    }
+}
+
+/// Reads the log in `file` with a `TolerateTail` decoder for `format`: what it found
+/// up to the first damage, that damage (an error that is not the file's own I/O),
+/// and what it learned of the format the log was written in.
+///
+/// In a RocksDB format the decoder reads RocksDB's dialect, with the format's log
+/// number: a recyclable fragment of another number (left from the file's earlier
+/// use) is where the log ends, as RocksDB's reader takes it.
 async fn scan_to_damage(
     file: &mut File,
     max_record_bytes: usize,
-) -> Result<(TailScan, Option<(Error, u64)>), Error> {
+    format: LogFormat,
+) -> Result<(TailScan, Option<(Error, u64)>, Written), Error> {
     file.seek(SeekFrom::Start(0)).await?;
     let file_len = file.metadata().await?.len();
-    let mut records = FramedRead::with_capacity(
-        &mut *file,
-        LogDecoder::builder()
-            .max_record_bytes(max_record_bytes)
-            .build(),
-        READ_CHUNK,
-    );
+    let mut decoder = LogDecoder::builder();
+    decoder.max_record_bytes(max_record_bytes);
+    if format.dialect() != Dialect::LevelDb {
+        decoder
+            .dialect(format.dialect())
+            .log_number(format.log_number().unwrap_or(0));
+    }
+    let mut records = FramedRead::with_capacity(&mut *file, decoder.build(), READ_CHUNK);
     let failure = loop {
         match records.try_next().await {
             Ok(Some(_)) => {}
@@ -258,7 +329,13 @@ async fn scan_to_damage(
         file_len,
         incomplete_tail: decoder.has_incomplete_tail(),
     };
-    Ok((scan, failure))
+    let written = Written {
+        recyclable: decoder.is_recycled(),
+        compressed: decoder.wal_compression().is_some(),
+        records: decoder.stats().records > 0,
+        old_fragments: decoder.stats().old_fragment_bytes > 0,
+    };
+    Ok((scan, failure, written))
 }
 
 /// The unit a disk writes whole: a page lost in a power cut reads as zeros in whole
@@ -276,16 +353,31 @@ const SECTOR_BYTES: u64 = 512;
 /// writer can have written without syncing. Damage of any other shape, or further
 /// back, is refused as [`repair_file`] refuses it: only the caller can give up
 /// records that were acknowledged.
+///
+/// The log is read in `format`, the one records will be appended in; a log written
+/// in another format is refused before anything is cut (see [`Written::check`]).
 pub(crate) async fn recover_file(
     file: &mut File,
     max_record_bytes: usize,
     unsynced_window: u64,
+    format: LogFormat,
 ) -> Result<TailScan, Error> {
-    let (scan, failure) = scan_to_damage(file, max_record_bytes).await?;
+    let (scan, failure, written) = scan_to_damage(file, max_record_bytes, format).await?;
+    written.check(format, scan.valid_len)?;
+    let header_size = format.header_size() as u64;
     let scan = match failure {
         None => scan,
         Some((Error::Corruption { offset, kind, .. }, seen))
-            if lost_after_sync(file, &scan, kind, offset, seen, unsynced_window).await? =>
+            if lost_after_sync(
+                file,
+                &scan,
+                kind,
+                offset,
+                seen,
+                unsynced_window,
+                header_size,
+            )
+            .await? =>
         {
             TailScan {
                 incomplete_tail: true,
@@ -316,6 +408,7 @@ async fn lost_after_sync(
     offset: u64,
     seen: u64,
     unsynced_window: u64,
+    header_size: u64,
 ) -> Result<bool, Error> {
     let file_len = scan.file_len;
     // The end of the data: zeros after it are preallocated space.
@@ -340,7 +433,7 @@ async fn lost_after_sync(
     // could start (not a block's trailer): what came next was lost (a sector
     // holding the synced bytes and then nothing of the rest).
     let block_left = BLOCK_SIZE as u64 - scan.valid_len % BLOCK_SIZE as u64;
-    if scan.valid_len < offset && block_left >= crate::HEADER_SIZE as u64 {
+    if scan.valid_len < offset && block_left >= header_size {
         let mut between = vec![0u8; (offset - scan.valid_len) as usize];
         read_at(file, scan.valid_len, &mut between).await?;
         if between.iter().all(|&b| b == 0) {
@@ -358,15 +451,14 @@ async fn lost_after_sync(
         // ends in a zero byte before lost pages does not count: no lost sector
         // overlaps it, so it is the fragment's own damage.
         CorruptionKind::ChecksumMismatch => {
+            // The length sits at the same place in both header layouts.
             let mut header = [0u8; crate::HEADER_SIZE];
-            if offset + header.len() as u64 > file_len {
+            if offset + header_size > file_len {
                 return Ok(false);
             }
             read_at(file, offset, &mut header).await?;
             let length = u64::from(u16::from_le_bytes([header[4], header[5]]));
-            let end = (offset + crate::HEADER_SIZE as u64 + length)
-                .min(block_end)
-                .min(file_len);
+            let end = (offset + header_size + length).min(block_end).min(file_len);
             let mut fragment = vec![0u8; (end - offset) as usize];
             read_at(file, offset, &mut fragment).await?;
             // A write that began right after the last complete record, mid-sector,

@@ -233,9 +233,8 @@ impl WriterOptions {
     /// The format records are written in (default LevelDB's): e.g.
     /// `LogFormat::leveldb().recyclable(log_number)` for a RocksDB recyclable WAL; see
     /// [`LogFormat`](crate::LogFormat). With a RocksDB format, [`open`](Self::open)
-    /// refuses an existing non-empty file for now (its repair scan reads LevelDB's
-    /// format); [`create`](Self::create) a new log, or use
-    /// [`from_file`](Self::from_file) on a log known to be intact.
+    /// reads an existing log in RocksDB's dialect with the format's log number and
+    /// appends after its live records (see there).
     pub fn format(&mut self, format: crate::LogFormat) -> &mut Self {
         self.format = format;
         self
@@ -272,9 +271,21 @@ impl WriterOptions {
     /// behind garbage. The encoder resumes at the repaired length, as LevelDB's writer
     /// does (`len % 32768` into the block).
     ///
+    /// In a RocksDB [`format`](Self::format) the log is read in RocksDB's dialect
+    /// with the format's log number, so in a recycled WAL the bytes left from the
+    /// file's earlier use (fragments of another log number) are where the log ends,
+    /// and are cut like a torn tail. Appends go on as RocksDB's writer would.
+    ///
     /// # Errors
     /// Damage before the tail ([`Error::Corruption`]) is returned and the file is left
-    /// alone: appending after it would bury good records behind bad ones.
+    /// alone: appending after it would bury good records behind bad ones. So is a
+    /// log written in another format than this writer's (recyclable or legacy
+    /// headers, compressed or not), as [`Error::Io`] with
+    /// [`io::ErrorKind::InvalidInput`]: its readers would take the new records for
+    /// damage or for the end of the log. And a recycled file with no record of the
+    /// format's log number before another log's fragments: a file not yet written
+    /// in its new use and a wrong log number look the same, and cutting on a wrong
+    /// number would lose a whole log.
     pub async fn open(&self, path: impl AsRef<Path>) -> Result<AsyncLogWriter, Error> {
         let path = path.as_ref();
         let created = tokio::fs::OpenOptions::new()
@@ -294,17 +305,13 @@ impl WriterOptions {
                     .write(true)
                     .open(path)
                     .await?;
-                if self.format != crate::LogFormat::leveldb() && file.metadata().await?.len() > 0 {
-                    // The repair scan reads LevelDB's format: it would take a RocksDB
-                    // WAL's fragments for damage, and might cut them as a torn tail.
-                    return Err(Error::Io(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "appending to an existing RocksDB-format log is not supported yet; \
-                         use create for a new log",
-                    )));
-                }
-                let scan =
-                    recover_file(&mut file, self.max_record_bytes, self.unsynced_window()).await?;
+                let scan = recover_file(
+                    &mut file,
+                    self.max_record_bytes,
+                    self.unsynced_window(),
+                    self.format,
+                )
+                .await?;
                 self.from_file(file, scan.valid_len).await
             }
             Err(e) => Err(e.into()),

@@ -429,24 +429,134 @@ fn compressed_vectors_inflate_fragment_by_fragment() {
     }
 }
 
-/// Opening an existing RocksDB-format log for appending is refused, and the file is
-/// left as it was, rather than scanned (and perhaps cut) as a LevelDB log.
-#[tokio::test]
-async fn opening_an_existing_rocksdb_log_leaves_it_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("000014.log");
-    let original = fs::read(data_path("recycle/000014.log")).unwrap();
-    fs::write(&path, &original).unwrap();
-    let result = walcodec::AsyncLogWriter::options()
-        .format(LogFormat::leveldb().recyclable(14))
-        .open(&path)
-        .await;
-    match result {
-        Err(walcodec::Error::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput),
-        other => panic!("{:?}", other.err()),
+/// The records of a whole log, read strictly in RocksDB's dialect as log `number`.
+fn read_strictly(log: &[u8], number: u64) -> Vec<Vec<u8>> {
+    use tokio_util::codec::Decoder;
+    let mut decoder = walcodec::LogDecoder::builder()
+        .dialect(Dialect::RocksDb)
+        .log_number(number)
+        .recovery(walcodec::Recovery::AbsoluteConsistency)
+        .build();
+    let mut buf = BytesMut::from(log);
+    let mut records = Vec::new();
+    while let Some(record) = decoder.decode_eof(&mut buf).unwrap() {
+        records.push(record.to_vec());
     }
-    assert!(fs::read(&path).unwrap() == original);
-    // A new (empty) file opens.
+    records
+}
+
+/// `AsyncLogWriter::open` appends to a RocksDB WAL in its own format: it reads the
+/// log in RocksDB's dialect with the format's log number, cuts what follows the live
+/// records (an earlier log's bytes in a recycled file, a torn tail), and appends
+/// where RocksDB's writer would have gone on, byte for byte.
+#[tokio::test]
+async fn appending_to_each_rocksdb_wal_in_its_format() {
+    for vector in &VECTORS {
+        if vector.compressed && !cfg!(feature = "zstd") {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(vector.name.rsplit('/').next().unwrap());
+        let original = fs::read(data_path(vector.name)).unwrap();
+        fs::write(&path, &original).unwrap();
+        let format = format_of(vector);
+        let writer = walcodec::AsyncLogWriter::options()
+            .format(format)
+            .open(&path)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", vector.name));
+        let live = vector.live_len;
+        assert_eq!(
+            fs::metadata(&path).unwrap().len(),
+            live as u64,
+            "{}",
+            vector.name
+        );
+        let added = [b"appended".to_vec(), vec![7u8; 40_000], b"last".to_vec()];
+        for record in &added {
+            writer.append(record).await.unwrap();
+        }
+        writer.close().await.unwrap();
+
+        let file = fs::read(&path).unwrap();
+        assert!(file[..live] == original[..live], "{}", vector.name);
+        let mut encoder = LogEncoder::builder()
+            .format(format)
+            .offset(live as u64)
+            .build();
+        let mut tail = BytesMut::new();
+        for record in &added {
+            encoder.encode_record(record, &mut tail);
+        }
+        assert!(file[live..] == tail[..], "{}", vector.name);
+        let mut expected = expected_records(vector.name);
+        expected.extend(added.iter().cloned());
+        assert!(
+            read_strictly(&file, log_number(vector.name)) == expected,
+            "{}",
+            vector.name
+        );
+    }
+}
+
+/// A log written in another format than the writer's is refused, and left as it
+/// was: the new records would read as damage, or as the end of the log.
+#[tokio::test]
+async fn appending_in_another_format_is_refused() {
+    let mut cases = vec![
+        // Legacy headers, a recyclable writer.
+        (
+            "default/000004.log",
+            LogFormat::leveldb().recyclable(4),
+            "legacy headers",
+        ),
+        // Recyclable headers, a legacy writer (LevelDB's reader calls them damage).
+        (
+            "recycle/000012.log",
+            LogFormat::leveldb(),
+            "checksum mismatch",
+        ),
+        // A recycled file with no record of this log number: its earlier use's
+        // records are not to be cut away on a guess.
+        (
+            "recycle/000012.log",
+            LogFormat::leveldb().recyclable(13),
+            "no record of log number 13",
+        ),
+    ];
+    #[cfg(feature = "zstd")]
+    cases.extend([
+        (
+            "zstd/000008.log",
+            LogFormat::leveldb(),
+            "unknown record type 9",
+        ),
+        (
+            "recycle/000012.log",
+            LogFormat::leveldb().recyclable(12).zstd(),
+            "format is compressed",
+        ),
+        (
+            "recycle-zstd/000010.log",
+            LogFormat::leveldb().recyclable(10),
+            "log is compressed",
+        ),
+    ]);
+    for (name, format, why) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.log");
+        let original = fs::read(data_path(name)).unwrap();
+        fs::write(&path, &original).unwrap();
+        let result = walcodec::AsyncLogWriter::options()
+            .format(format)
+            .open(&path)
+            .await;
+        let error = result.expect_err(name).to_string();
+        assert!(error.contains(why), "{name} as {format:?}: {error}");
+        assert!(fs::read(&path).unwrap() == original, "{name} was changed");
+    }
+    // A new (empty) file opens in any format.
+    let dir = tempfile::tempdir().unwrap();
     let fresh = dir.path().join("000015.log");
     let writer = walcodec::AsyncLogWriter::options()
         .format(LogFormat::leveldb().recyclable(15))

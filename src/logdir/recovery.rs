@@ -86,9 +86,14 @@ pub(crate) async fn recover(
         .write(true)
         .open(segment_path(dir, last))
         .await?;
-    let scan = recover_file(&mut file, DEFAULT_MAX_RECORD_BYTES, unsynced_window)
-        .await
-        .map_err(|e| bad_segment(last, e))?;
+    let scan = recover_file(
+        &mut file,
+        DEFAULT_MAX_RECORD_BYTES,
+        unsynced_window,
+        crate::LogFormat::leveldb(),
+    )
+    .await
+    .map_err(|e| bad_segment(last, e))?;
     file.seek(SeekFrom::Start(scan.valid_len)).await?;
     Ok(Recovered {
         sealed,
