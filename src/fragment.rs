@@ -706,7 +706,7 @@ pub fn sniff(log_start: &[u8]) -> Sniffed {
 
 /// The type and length of an intact RocksDB fragment at the start of `bytes`, its
 /// checksum verified whatever its log number.
-fn intact_fragment(bytes: &[u8]) -> Option<(FragmentType, usize)> {
+pub(crate) fn intact_fragment(bytes: &[u8]) -> Option<(FragmentType, usize)> {
     let type_byte = *bytes.get(LEGACY_HEADER_SIZE - 1)?;
     let fragment_type = FragmentType::from_u8(type_byte, Dialect::RocksDb)?;
     let length = usize::from(u16::from_le_bytes([*bytes.get(4)?, *bytes.get(5)?]));

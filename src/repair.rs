@@ -230,6 +230,21 @@ pub(crate) async fn scan_file(file: &mut File, max_record_bytes: usize) -> Resul
     }
 }
 
+/// Scans an open log from its start as written in `format` (RocksDB's dialect and
+/// its log number for a RocksDB format). The file's position afterwards is
+/// unspecified.
+pub(crate) async fn scan_file_as(
+    file: &mut File,
+    max_record_bytes: usize,
+    format: LogFormat,
+) -> Result<TailScan, Error> {
+    let (scan, failure, _) = scan_to_damage(file, max_record_bytes, format).await?;
+    match failure {
+        None => Ok(scan),
+        Some((e, _)) => Err(e),
+    }
+}
+
 /// What a scan learned of the format the log's records were written in.
 #[derive(Debug, Clone, Copy)]
 struct Written {

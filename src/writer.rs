@@ -379,6 +379,18 @@ impl WriterOptions {
         self.start(storage, len, len)
     }
 
+    /// Starts a writer at the start of a reused file of `allocated` bytes, written
+    /// over from offset 0, whose old bytes readers take for the end of the log (a
+    /// recyclable format with a new log number: see `LogDir`'s recycling). Closing
+    /// cuts the file to the log's length.
+    pub(crate) fn start_on_reused(
+        &self,
+        storage: Box<dyn Storage>,
+        allocated: u64,
+    ) -> Result<AsyncLogWriter, Error> {
+        self.start(storage, 0, allocated)
+    }
+
     /// Starts the flusher on `storage`, which holds a log of `len` bytes and is
     /// `allocated` bytes long (more when preallocated).
     fn start(

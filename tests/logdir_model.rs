@@ -52,9 +52,12 @@ impl Model {
     }
 }
 
-fn options() -> LogDirOptions {
+/// Small segments; `recycle` purged files reused for new segments.
+fn options(recycle: usize) -> LogDirOptions {
     let mut options = LogDir::builder();
-    options.max_segment_bytes(8 * 1024);
+    options
+        .max_segment_bytes(8 * 1024)
+        .recycle_segments(recycle);
     options
 }
 
@@ -72,9 +75,9 @@ async fn check_reads(log: &LogDir, model: &Model) {
     }
 }
 
-async fn run(ops: Vec<Op>) {
+async fn run(ops: Vec<Op>, recycle: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = options().open(dir.path()).await.unwrap();
+    let mut log = options(recycle).open(dir.path()).await.unwrap();
     let mut model = Model::default();
     model.segments.insert(1, 0);
     let mut counter = 0u32;
@@ -127,7 +130,7 @@ async fn run(ops: Vec<Op>) {
             }
             Op::Reopen => {
                 log.close().await.unwrap();
-                log = options().open(dir.path()).await.unwrap();
+                log = options(recycle).open(dir.path()).await.unwrap();
             }
         }
         assert_eq!(log.end(), model.end());
@@ -136,7 +139,7 @@ async fn run(ops: Vec<Op>) {
     }
     check_reads(&log, &model).await;
     log.close().await.unwrap();
-    let log = options().open(dir.path()).await.unwrap();
+    let log = options(recycle).open(dir.path()).await.unwrap();
     assert_eq!(log.end(), model.end());
     check_reads(&log, &model).await;
     log.close().await.unwrap();
@@ -146,11 +149,14 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn logdir_matches_its_model(ops in proptest::collection::vec(op(), 1..60)) {
+    fn logdir_matches_its_model(
+        ops in proptest::collection::vec(op(), 1..60),
+        recycle in prop_oneof![Just(0usize), Just(2)],
+    ) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(run(ops));
+        runtime.block_on(run(ops, recycle));
     }
 }

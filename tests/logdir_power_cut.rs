@@ -37,6 +37,8 @@ const CUTS_PER_RUN: usize = 20;
 struct Run {
     max_segment_bytes: u64,
     preallocate: u64,
+    /// `recycle_segments`: purged files reused for new segments.
+    recycle: usize,
     ops: Vec<DirOp>,
     /// Every record appended, by the position `append` returned (just past it).
     records: BTreeMap<LogPosition, Vec<u8>>,
@@ -51,6 +53,7 @@ struct Run {
 async fn run_dir(rng: &mut SplitMix, dir: &Path) -> Run {
     let max_segment_bytes = [2048, 4096, 9000][rng.range(0, 3) as usize];
     let preallocate = [0, 0, 16 * 1024][rng.range(0, 3) as usize];
+    let recycle = [0, 1, 3][rng.range(0, 3) as usize];
     let max_batch_bytes = [1 << 20, 4096, 1000][rng.range(0, 3) as usize];
     let tasks = rng.range(1, 4) as u32;
     let per_task = rng.range(5, 40) as u32;
@@ -58,6 +61,7 @@ async fn run_dir(rng: &mut SplitMix, dir: &Path) -> Run {
     let (sim, trace) = SimDir::new();
     let log = LogDir::builder()
         .max_segment_bytes(max_segment_bytes)
+        .recycle_segments(recycle)
         .writer(
             WriterOptions::new()
                 .preallocate(preallocate)
@@ -118,6 +122,7 @@ async fn run_dir(rng: &mut SplitMix, dir: &Path) -> Run {
     Run {
         max_segment_bytes,
         preallocate,
+        recycle,
         ops,
         records,
         acks,
@@ -144,13 +149,14 @@ async fn check_cut(run: &Run, cut: usize, image: &DirImage, dir: &Path, tally: &
     let names: Vec<&str> = image.files.keys().map(String::as_str).collect();
     let context = format!(
         "cut after {cut} of {} steps, entries {:?} ({} of {} since the last directory \
-         sync), files {names:?}, max_segment_bytes {}, preallocate {}",
+         sync), files {names:?}, max_segment_bytes {}, preallocate {}, recycle {}",
         run.ops.len(),
         image.persist,
         image.kept_entries,
         image.unsynced_entries,
         run.max_segment_bytes,
         run.preallocate,
+        run.recycle,
     );
     tally.cuts += 1;
     tally.reordered_entries += usize::from(image.reordered);
@@ -178,7 +184,11 @@ async fn check_cut(run: &Run, cut: usize, image: &DirImage, dir: &Path, tally: &
         .collect();
 
     write_image(image, dir);
-    let log = match LogDir::open(dir).await {
+    let log = match LogDir::builder()
+        .recycle_segments(run.recycle)
+        .open(dir)
+        .await
+    {
         Ok(log) => log,
         Err(e) => {
             tally.refused.push(format!("{context}: {e}"));
@@ -266,7 +276,7 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
         .unwrap();
     let mut rng = SplitMix::new(seed);
     let mut tally = Tally::default();
-    let (mut runs, mut rotations, mut purges) = (0, 0, 0);
+    let (mut runs, mut rotations, mut purges, mut reused) = (0, 0, 0, 0);
     while tally.cuts < cuts {
         let run_path = scratch.path().join(format!("run-{runs}"));
         let run = run_dir(&mut rng, &run_path).await;
@@ -274,6 +284,14 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
         runs += 1;
         rotations += run.rotations;
         purges += run.purges.len();
+        // A pooled file's name unlinked: the file renamed to a new segment.
+        reused += run
+            .ops
+            .iter()
+            .filter(|op| {
+                matches!(op, DirOp::Entry { name, inode: None, .. } if name.ends_with(".recycle"))
+            })
+            .count();
         let entry_ends: Vec<usize> = (0..run.ops.len())
             .filter(|&i| matches!(run.ops[i], DirOp::Entry { .. }))
             .map(|i| i + 1)
@@ -294,7 +312,7 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
     }
     println!(
         "logdir power cut: {} cuts of {runs} runs ({rotations} explicit rotations, {purges} \
-         purges), {} segments in the images, {} images with directory entries reordered, \
+         purges, {reused} segments in reused files), {} segments in the images, {} images with directory entries reordered, \
          {} acknowledged records checked, {} lost, {} unacknowledged records read back, \
          {} reopens refused",
         tally.cuts,

@@ -7,6 +7,7 @@ mod lock;
 mod position;
 mod reader;
 mod recovery;
+mod recycle;
 mod segment;
 
 use std::collections::BTreeMap;
@@ -59,6 +60,7 @@ pub struct LogDirOptions {
     writer: WriterOptions,
     retain_bytes: Option<u64>,
     retain_age: Option<Duration>,
+    recycle_segments: usize,
     storage: Arc<dyn DirStorage>,
 }
 
@@ -69,6 +71,7 @@ impl fmt::Debug for LogDirOptions {
             .field("writer", &self.writer)
             .field("retain_bytes", &self.retain_bytes)
             .field("retain_age", &self.retain_age)
+            .field("recycle_segments", &self.recycle_segments)
             .finish_non_exhaustive()
     }
 }
@@ -80,6 +83,7 @@ impl Default for LogDirOptions {
             writer: WriterOptions::new(),
             retain_bytes: None,
             retain_age: None,
+            recycle_segments: 0,
             storage: Arc::new(OsDirStorage),
         }
     }
@@ -125,6 +129,42 @@ impl LogDirOptions {
     pub fn retain_age(&mut self, age: Duration) -> &mut Self {
         self.retain_age = Some(age);
         self
+    }
+
+    /// Keep up to `n` purged segment files and reuse them for new segments instead
+    /// of creating files (default 0: off), as RocksDB's `recycle_log_file_num`
+    /// does. Appending into a file that is already long enough only overwrites
+    /// data, so each sync commits no file size: the saving of
+    /// [`WriterOptions::preallocate`] without writing zeros first.
+    ///
+    /// With recycling on, every new segment is written in RocksDB's recyclable
+    /// format ([`LogFormat::recyclable`](crate::LogFormat::recyclable)) with its own
+    /// number in every header: the bytes a reused file still holds from its
+    /// earlier use carry another number, so every reader (this crate's, RocksDB's,
+    /// `walcodec` with `--dialect auto`) takes them for the end of the segment,
+    /// never for records. A sealed segment is cut to its length. Only files written
+    /// in that format, with their own number, are ever pooled; others are deleted
+    /// as usual. Pooled files are `NNNNNN.log.recycle` (not segment names); on
+    /// [`open`](Self::open) those beyond `n` are deleted.
+    ///
+    /// As with preallocation, a reader in another process that follows the active
+    /// segment ([`DirReader::open`] with [`follow`](DirReader::follow)) reads the
+    /// old bytes ahead of the writer and fails with
+    /// [`Error::TruncatedUnderReader`] once the writer overwrites them; readers in
+    /// the writer's process are not affected.
+    pub fn recycle_segments(&mut self, n: usize) -> &mut Self {
+        self.recycle_segments = n;
+        self
+    }
+
+    /// The format of a new segment `number`: recyclable with its number when
+    /// recycling, else the writer's.
+    fn new_segment_format(&self, number: u64) -> crate::LogFormat {
+        if self.recycle_segments > 0 {
+            recycle::segment_format(number, true)
+        } else {
+            self.writer.format_in_use()
+        }
     }
 
     /// Replaces the file-system steps (fault injection). A testing hook, not a
@@ -174,10 +214,23 @@ impl LogDirOptions {
                 .await
                 .map_err(std::io::Error::other)??
         };
-        let recovered =
-            recovery::recover(&dir, &self.storage, self.writer.unsynced_window()).await?;
+        let recovered = recovery::recover(
+            &dir,
+            &self.storage,
+            self.writer.unsynced_window(),
+            self.recycle_segments,
+        )
+        .await?;
         let storage = self.storage.storage(recovered.active_file);
-        let writer = self.writer.from_storage(storage, recovered.active_len)?;
+        let writer = self
+            .writer
+            .clone()
+            .format(
+                recovered
+                    .active_format
+                    .unwrap_or_else(|| self.new_segment_format(recovered.active)),
+            )
+            .from_storage(storage, recovered.active_len)?;
         let first = recovered
             .sealed
             .keys()
@@ -197,6 +250,7 @@ impl LogDirOptions {
                     pins: BTreeMap::new(),
                     truncations: Vec::new(),
                     purged_through: recovered.purged_through,
+                    pool: recovered.pool,
                 }),
                 end: watch::channel(end).0,
                 purging: tokio::sync::Mutex::new(()),
@@ -352,6 +406,8 @@ pub(crate) struct Catalog {
     /// The end of the last segment purged: positions from there to the start of
     /// `first` hold no record, so reading from them starts at `first`.
     pub(crate) purged_through: LogPosition,
+    /// Purged files kept for reuse, by their old numbers, oldest first.
+    pub(crate) pool: Vec<u64>,
 }
 
 impl Catalog {
@@ -517,8 +573,7 @@ impl LogDir {
         let estimate = self
             .inner
             .options
-            .writer
-            .format_in_use()
+            .new_segment_format(0)
             .max_encoded_len(record.len()) as u64;
         let max = self.inner.options.max_segment_bytes;
         loop {
@@ -590,25 +645,57 @@ impl LogDir {
         Ok(next)
     }
 
-    /// A writer on segment `number`: a new, synced file when `existing` is `None`,
-    /// else that file, holding a valid log of the given length.
+    /// A writer on segment `number`: when `existing` is `None`, a pooled file
+    /// reused or else a new one, durable under its new name; else that file,
+    /// holding a valid log of the given length.
     async fn start_writer(
         &self,
         number: u64,
         existing: Option<(std::fs::File, u64)>,
     ) -> Result<AsyncLogWriter, Error> {
-        let storage = &self.inner.options.storage;
-        let (file, len) = match existing {
-            Some(existing) => existing,
-            None => (
-                recovery::create_segment(&self.inner.dir, number, storage).await?,
-                0,
-            ),
-        };
-        self.inner
-            .options
-            .writer
-            .from_storage(storage.storage(file), len)
+        let options = &self.inner.options;
+        let storage = &options.storage;
+        if let Some((file, len)) = existing {
+            // A truncated segment goes on in the format it was written in.
+            let path = segment_path(&self.inner.dir, number);
+            let written = blocking(move || recycle::written_as(&path, number)).await?;
+            let format = match written {
+                recycle::Written::Recyclable => recycle::segment_format(number, true),
+                recycle::Written::Unknown => options.new_segment_format(number),
+                recycle::Written::Legacy | recycle::Written::Stale => {
+                    options.writer.format_in_use()
+                }
+            };
+            return options
+                .writer
+                .clone()
+                .format(format)
+                .from_storage(storage.storage(file), len);
+        }
+        let mut writer = options.writer.clone();
+        writer.format(options.new_segment_format(number));
+        let pooled = self.inner.catalog().pool.pop();
+        if let Some(old) = pooled {
+            let dir = self.inner.dir.clone();
+            let fs = Arc::clone(storage);
+            let file = blocking(move || {
+                let path = segment_path(&dir, number);
+                fs.rename(&recycle::pooled_path(&dir, old), &path)?;
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&path)?;
+                // The new name must be durable before a record in it is acknowledged.
+                fs.sync_dir(&dir)?;
+                let len = file.metadata()?.len();
+                Ok((file, len))
+            })
+            .await;
+            let (file, allocated) = file?;
+            return writer.start_on_reused(storage.storage(file), allocated);
+        }
+        let file = recovery::create_segment(&self.inner.dir, number, storage).await?;
+        writer.from_storage(storage.storage(file), 0)
     }
 
     /// Deletes the whole segments that end at or before `pos`, oldest first, and
@@ -659,6 +746,12 @@ impl LogDir {
         let dir = self.inner.dir.clone();
         let storage = Arc::clone(&self.inner.options.storage);
         let deleted = victims.clone();
+        // Room in the pool: that many of the victims may be kept for reuse.
+        let room = self
+            .inner
+            .options
+            .recycle_segments
+            .saturating_sub(self.inner.catalog().pool.len());
         let result = blocking(move || {
             // First where the purge ends, durably: it decides the purge, so that a
             // crash that keeps some of the deletions below and not others (a
@@ -669,19 +762,37 @@ impl LogDir {
                 recovery::write_position_file(&dir, recovery::PURGED_FILE, through, &*storage)
                     .and_then(|()| storage.sync_dir(&dir))
             {
-                return Ok(Err((deleted[0], e)));
+                return Ok((Vec::new(), Err((deleted[0], e))));
             }
+            let mut pooled = Vec::new();
             for &segment in &deleted {
-                match storage.remove(&segment_path(&dir, segment)) {
+                let path = segment_path(&dir, segment);
+                // Only a file written in the recyclable format with its own number
+                // is kept: its old bytes then read as the end of any later segment.
+                let reusable = pooled.len() < room
+                    && matches!(
+                        recycle::written_as(&path, segment),
+                        Ok(recycle::Written::Recyclable)
+                    );
+                let gone = if reusable {
+                    storage
+                        .rename(&path, &recycle::pooled_path(&dir, segment))
+                        .map(|()| pooled.push(segment))
+                } else {
+                    storage.remove(&path)
+                };
+                match gone {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Ok(Err((segment, e))),
+                    Err(e) => return Ok((pooled, Err((segment, e)))),
                 }
             }
-            Ok(storage.sync_dir(&dir).map_err(|e| (u64::MAX, e)))
+            Ok((pooled, storage.sync_dir(&dir).map_err(|e| (u64::MAX, e))))
         })
         .await?;
+        let (pooled, result) = result;
         let mut catalog = self.inner.catalog();
+        catalog.pool.extend(pooled);
         match result {
             Ok(()) => {
                 for segment in &victims {
@@ -849,7 +960,14 @@ impl LogDir {
             return Ok(true);
         }
         let path = segment_path(&self.inner.dir, pos.segment);
-        let mut reader = LogReader::open_at(&path, 0, &LogDecoder::builder()).await?;
+        let mut reader = LogReader::open_at(
+            &path,
+            0,
+            LogDecoder::builder()
+                .dialect(crate::Dialect::RocksDb)
+                .log_number(pos.segment),
+        )
+        .await?;
         while let Some(record) = reader.next_record().await {
             let end = record?.position.end;
             if end >= pos.offset {

@@ -412,7 +412,12 @@ impl DirReader {
             }
         };
         file.seek(SeekFrom::Start(read_to)).await?;
+        // RocksDB's dialect with the segment's number: a legacy segment reads as
+        // LevelDB's reader reads it, a recyclable one (recycling) ends where the
+        // bytes of its file's earlier use begin.
         let decoder = LogDecoder::builder()
+            .dialect(crate::Dialect::RocksDb)
+            .log_number(self.segment)
             .start_offset(self.start_offset)
             .build();
         self.cursor = Some(Cursor {

@@ -17,9 +17,10 @@ use tokio::io::AsyncSeekExt;
 
 use super::fs::{blocking, DirStorage};
 use super::position::LogPosition;
+use super::recycle::{self, Written};
 use super::segment::{list_segments, segment_path};
-use crate::repair::{recover_file, scan_file};
-use crate::{Error, DEFAULT_MAX_RECORD_BYTES};
+use crate::repair::{recover_file, scan_file_as};
+use crate::{Error, LogFormat, DEFAULT_MAX_RECORD_BYTES};
 
 /// The marker of a truncation in progress: holds the position to truncate after.
 /// Once it is durable the truncation is decided; `open` finishes it.
@@ -42,6 +43,11 @@ pub(crate) struct Recovered {
     pub(crate) active_file: std::fs::File,
     /// The end of the last segment purged ([`LogPosition::START`] if none).
     pub(crate) purged_through: LogPosition,
+    /// The format appends to the active segment go on in, when its start tells
+    /// (`None`: empty or torn at its start; the format new segments get).
+    pub(crate) active_format: Option<LogFormat>,
+    /// Purged files kept for reuse, by their old numbers, oldest first.
+    pub(crate) pool: Vec<u64>,
 }
 
 /// Recovers the log directory `dir` (whose lock the caller holds).
@@ -49,14 +55,20 @@ pub(crate) struct Recovered {
 /// The last segment's tail is cut as `AsyncLogWriter::open` cuts it, with the same
 /// `unsynced_window`: the damage a power cut leaves in the bytes written after the
 /// last sync (a page lost while a later one reached the disk) is cut too.
+///
+/// With `recycle` above 0, new segments are recyclable (see [`recycle`]) and up to
+/// `recycle` pooled files are kept; the others are deleted.
 pub(crate) async fn recover(
     dir: &Path,
     fs: &Arc<dyn DirStorage>,
     unsynced_window: u64,
+    recycle: usize,
 ) -> Result<Recovered, Error> {
     finish_truncation(dir, fs).await?;
     let purged_through = read_purged(dir).await?;
     let segments = finish_purge(dir, purged_through, fs).await?;
+    let pool = trim_pool(dir, fs, recycle).await?;
+    let recycling = recycle > 0;
     let (first, last) = match (segments.first(), segments.last()) {
         (Some(&first), Some(&last)) => (first, last),
         _ => {
@@ -70,6 +82,8 @@ pub(crate) async fn recover(
                 active_len: 0,
                 active_file: file,
                 purged_through,
+                active_format: None,
+                pool,
             });
         }
     };
@@ -81,27 +95,75 @@ pub(crate) async fn recover(
         let len = check_sealed(dir, segment).await?;
         sealed.insert(segment, len);
     }
+    let path = segment_path(dir, last);
+    let written = {
+        let path = path.clone();
+        blocking(move || recycle::written_as(&path, last)).await?
+    };
+    let active_format = match written {
+        Written::Legacy => Some(LogFormat::leveldb()),
+        Written::Recyclable | Written::Stale => Some(recycle::segment_format(last, true)),
+        Written::Unknown => None,
+    };
+    // A torn start is scanned as new segments are written: a recyclable one cut
+    // short reads as the end of a recycled log.
+    let scan_format = active_format.unwrap_or(recycle::segment_format(last, recycling));
     let mut file = tokio::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(segment_path(dir, last))
+        .open(&path)
         .await?;
-    let scan = recover_file(
-        &mut file,
-        DEFAULT_MAX_RECORD_BYTES,
-        unsynced_window,
-        crate::LogFormat::leveldb(),
-    )
-    .await
-    .map_err(|e| bad_segment(last, e))?;
-    file.seek(SeekFrom::Start(scan.valid_len)).await?;
+    let active_len = if written == Written::Stale {
+        // A reused file that nothing of its new use reached: all of it is from
+        // its earlier use (another number in every header), so the segment is
+        // empty. (`recover_file` refuses such a file, not knowing it was reused.)
+        file.set_len(0).await?;
+        file.sync_all().await?;
+        0
+    } else {
+        recover_file(
+            &mut file,
+            DEFAULT_MAX_RECORD_BYTES,
+            unsynced_window,
+            scan_format,
+        )
+        .await
+        .map_err(|e| bad_segment(last, e))?
+        .valid_len
+    };
+    file.seek(SeekFrom::Start(active_len)).await?;
     Ok(Recovered {
         sealed,
         active: last,
-        active_len: scan.valid_len,
+        active_len,
         active_file: file.into_std().await,
         purged_through,
+        active_format,
+        pool,
     })
+}
+
+/// The pooled files of `dir`, all but the `keep` newest deleted.
+async fn trim_pool(dir: &Path, fs: &Arc<dyn DirStorage>, keep: usize) -> Result<Vec<u64>, Error> {
+    let dir = dir.to_path_buf();
+    let fs = Arc::clone(fs);
+    let pool = blocking(move || {
+        let mut pool = recycle::list_pool(&dir)?;
+        let extra = pool.len().saturating_sub(keep);
+        if extra > 0 {
+            for number in pool.drain(..extra) {
+                match fs.remove(&recycle::pooled_path(&dir, number)) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            fs.sync_dir(&dir)?;
+        }
+        Ok(pool)
+    })
+    .await?;
+    Ok(pool)
 }
 
 /// Deletes the segments a purge decided (up to `purged_through`, as its durable
@@ -164,10 +226,12 @@ fn first_hole(segments: &[u64]) -> Option<u64> {
 }
 
 /// Reads a sealed segment whole: it must hold only complete, intact records.
-/// Returns its length.
+/// Returns its length. Read in RocksDB's dialect with the segment's number, which
+/// reads a legacy segment as LevelDB's reader does and a recyclable one too.
 async fn check_sealed(dir: &Path, segment: u64) -> Result<u64, Error> {
     let mut file = tokio::fs::File::open(segment_path(dir, segment)).await?;
-    let scan = scan_file(&mut file, DEFAULT_MAX_RECORD_BYTES)
+    let format = recycle::segment_format(segment, true);
+    let scan = scan_file_as(&mut file, DEFAULT_MAX_RECORD_BYTES, format)
         .await
         .map_err(|e| bad_segment(segment, e))?;
     if scan.needs_repair() {
