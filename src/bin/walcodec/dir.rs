@@ -4,7 +4,7 @@
 //!
 //! | command      | on a directory                                                     |
 //! |--------------|--------------------------------------------------------------------|
-//! | `verify`     | each segment as `verify FILE` does (LevelDB dialect) under a `== 000007.log` header, then a directory summary |
+//! | `verify`     | each segment as `verify FILE` does (`--dialect auto`: a recycled segment reads in RocksDB's dialect, its number from its name) under a `== 000007.log` header, then a directory summary |
 //! | `stat`       | each segment as `stat FILE` does, under the same headers, then the summary |
 //! | `dump`       | every record in order, positions as `000007:1234` (a [`LogPosition`]); `--from POSITION` starts there |
 //! | `cat`        | every payload in order; `--from POSITION` too                      |
@@ -297,8 +297,9 @@ fn list_or_none(names: &[String]) -> String {
 }
 
 /// The arguments of `command` (`verify` or `stat`) for one segment file: its own
-/// parser, so the command runs on the segment exactly as on any file, read as
-/// LevelDB's log.
+/// parser, so the command runs on the segment exactly as on any file, with the
+/// dialect told by its start (a segment of a recycling `LogDir` is a recyclable
+/// RocksDB WAL numbered as its name says; the others are LevelDB logs).
 fn segment_args<A: clap::Args + FromArgMatches>(
     command: &'static str,
     format: SummaryFormat,
@@ -313,7 +314,7 @@ fn segment_args<A: clap::Args + FromArgMatches>(
         "--format".into(),
         format.into(),
         "--dialect".into(),
-        "leveldb".into(),
+        "auto".into(),
         "--".into(),
         segment.into(),
     ];
