@@ -503,6 +503,7 @@ async fn appending_to_each_rocksdb_wal_in_its_format() {
 /// was: the new records would read as damage, or as the end of the log.
 #[tokio::test]
 async fn appending_in_another_format_is_refused() {
+    #[cfg_attr(not(feature = "zstd"), allow(unused_mut))]
     let mut cases = vec![
         // Legacy headers, a recyclable writer.
         (
