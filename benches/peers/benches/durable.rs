@@ -17,8 +17,24 @@
 //! latency, and walcodec's appends/s as the median of its per-round ratios to
 //! okaywal's.
 //!
+//! A second paired table sets walcodec's segmented `LogDir` beside okaywal (which
+//! segments its log too): LogDir with 4 MiB and with 64 MiB segments, both with
+//! `preallocate(1 MiB)` as okaywal's segments, and with 64 MiB segments without
+//! preallocation (LogDir's defaults), beside the preallocated `AsyncLogWriter` on one
+//! file and okaywal, for the same N tasks (threads for okaywal) and records, taking
+//! turns in rounds as above. Each LogDir lives across all the rounds of its row, so
+//! its segments fill and rotate at their natural rate; its sealed segments are purged
+//! between rounds, untimed (as in walcodec's `benches/logdir.rs`). Columns: appends/s
+//! of each, LogDir vs okaywal and LogDir 64 MiB vs one file (what segmenting costs:
+//! the reservation check, the shared lock, the rotations) as medians of per-round
+//! ratios, the segments each LogDir rotated during its rounds, and p99 latency. The
+//! criterion benches `durable_logdir/*` time the same LogDir configurations; their
+//! one-file and okaywal counterparts are `durable/walcodec_preallocated_tasks` and
+//! `durable/okaywal_threads`.
+//!
 //! ```text
 //! cargo bench --bench durable -- --warm-up-time 1 --measurement-time 3
+//! cargo bench --bench durable -- zzz_nomatch   # only the paired tables
 //! ```
 //!
 //! Files go to `WALCODEC_BENCH_DIR`, else the system temp dir: it must be on a real
@@ -39,7 +55,7 @@ use durable::{
     baseline, bench_dir, fresh_path, group_commit, group_commit_with, median, record, runtime,
     Tally, ROUNDS, ROUND_TIME, TASKS,
 };
-use walcodec::WriterOptions;
+use walcodec::{LogDir, LogPosition, WriterOptions};
 
 /// The preallocation step of the `walcodec_preallocated` runs: the 1 MiB okaywal
 /// grows its segments by.
@@ -299,14 +315,237 @@ fn paired_table(dir: &Path) {
     );
 }
 
+/// A `LogDir` configuration of the second table: its name in bench ids, its segment
+/// size, and whether its writer preallocates `PREALLOCATE`.
+struct Segmented {
+    name: &'static str,
+    max_segment_bytes: u64,
+    preallocate: bool,
+}
+
+const SEGMENTED: [Segmented; 3] = [
+    Segmented {
+        name: "4MiB",
+        max_segment_bytes: 4 << 20,
+        preallocate: true,
+    },
+    Segmented {
+        name: "64MiB",
+        max_segment_bytes: 64 << 20,
+        preallocate: true,
+    },
+    Segmented {
+        name: "64MiB_no_prealloc",
+        max_segment_bytes: 64 << 20,
+        preallocate: false,
+    },
+];
+
+/// The `SEGMENTED` entry that differs from the preallocated one-file writer only by
+/// segmenting: their ratio is what segmenting costs.
+const ONE_FILE_TWIN: usize = 1;
+
+impl Segmented {
+    /// Opens a fresh log directory `name` under `dir` with this configuration.
+    async fn open(&self, dir: &Path, name: &str) -> LogDir {
+        let writer = if self.preallocate {
+            preallocating()
+        } else {
+            WriterOptions::new()
+        };
+        LogDir::builder()
+            .max_segment_bytes(self.max_segment_bytes)
+            .writer(writer)
+            .open(dir.join(name))
+            .await
+            .unwrap()
+    }
+}
+
+/// `iters` appends to `log` spread over `tasks` tasks, each awaiting its append
+/// before the next (as `group_commit`, on a `LogDir` that outlives the run). Its
+/// `syncs` are every `fdatasync` the process made meanwhile.
+async fn logdir_appends(log: &LogDir, tasks: usize, iters: u64) -> Tally {
+    let syncs_before = FDATASYNCS.load(Ordering::Relaxed);
+    let start = Instant::now();
+    let mut handles = Vec::with_capacity(tasks);
+    for task in 0..tasks {
+        let n = iters / tasks as u64 + u64::from((task as u64) < iters % tasks as u64);
+        let log = log.clone();
+        handles.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(n as usize);
+            for seq in 0..n {
+                let record = record(task, seq);
+                let began = Instant::now();
+                log.append(&record).await.unwrap();
+                latencies.push(began.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut latencies = Vec::with_capacity(iters as usize);
+    for handle in handles {
+        latencies.extend(handle.await.unwrap());
+    }
+    Tally {
+        appends: iters,
+        elapsed: start.elapsed(),
+        syncs: FDATASYNCS.load(Ordering::Relaxed) - syncs_before,
+        latencies,
+    }
+}
+
+/// Drops the sealed segments, untimed, so a long run does not fill the disk.
+async fn trim(log: &LogDir) {
+    log.purge_before(LogPosition::new(u64::MAX, 0))
+        .await
+        .unwrap();
+}
+
+fn logdir_benches(c: &mut Criterion, dir: &Path) {
+    let runtime = runtime();
+    let mut group = c.benchmark_group("durable_logdir");
+    group.throughput(Throughput::Elements(1));
+    group.sample_size(10);
+    for tasks in TASKS {
+        for config in &SEGMENTED {
+            let log = runtime.block_on(config.open(dir, &format!("bench-{}-{tasks}", config.name)));
+            group.bench_with_input(
+                BenchmarkId::new(format!("logdir_{}_tasks", config.name), tasks),
+                &tasks,
+                |b, &tasks| {
+                    b.iter_custom(|iters| {
+                        let tally = runtime.block_on(logdir_appends(&log, tasks, iters));
+                        runtime.block_on(trim(&log));
+                        tally.elapsed
+                    })
+                },
+            );
+            runtime.block_on(log.close()).unwrap();
+        }
+    }
+    group.finish();
+}
+
+/// The second table: each `SEGMENTED` LogDir, the preallocated one-file writer and
+/// okaywal take turns in rounds of about `ROUND_TIME` each. A row's LogDirs stay
+/// open across its rounds (their segments rotate when they fill) and are purged of
+/// sealed segments between rounds, untimed. The LogDirs run as many appends per
+/// round as the one-file writer, so the rotation cost compares equal work.
+fn logdir_table(dir: &Path) {
+    let runtime = runtime();
+    let iters_for =
+        |rate: f64, at_least: usize| (rate * ROUND_TIME.as_secs_f64()).max(at_least as f64) as u64;
+    let prealloc = preallocating();
+    println!();
+    println!(
+        "paired run, LogDir: {ROUNDS} rounds of about {} ms for each of LogDir with 4 MiB \
+         and with 64 MiB segments (both with preallocate({} MiB)), LogDir with 64 MiB \
+         segments without preallocation, AsyncLogWriter on one file with preallocate({} MiB) \
+         and okaywal (1 MiB preallocated segments); 100-byte records; ratios are medians \
+         of per-round ratios; rotations are the segments each LogDir sealed during the \
+         rounds",
+        ROUND_TIME.as_millis(),
+        PREALLOCATE >> 20,
+        PREALLOCATE >> 20,
+    );
+    println!();
+    println!(
+        "| appenders | LogDir 4 MiB appends/s | LogDir 64 MiB appends/s \
+         | LogDir 64 MiB no prealloc appends/s | one file appends/s | okaywal appends/s \
+         | LogDir 4 MiB vs okaywal | LogDir 64 MiB vs okaywal \
+         | LogDir 64 MiB no prealloc vs okaywal | LogDir 64 MiB vs one file \
+         | rotations 4 MiB, 64 MiB, 64 MiB no prealloc \
+         | p99 LogDir 4 MiB, 64 MiB, 64 MiB no prealloc, one file, okaywal |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for tasks in TASKS {
+        let warm = 50 * tasks as u64;
+        let ours_iters = iters_for(
+            runtime
+                .block_on(group_commit_with(dir, tasks, warm, &prealloc))
+                .appends_per_second(),
+            tasks,
+        );
+        let theirs_iters = iters_for(okaywal(dir, tasks, warm).appends_per_second(), tasks);
+        let logs: Vec<LogDir> = SEGMENTED
+            .iter()
+            .map(|config| {
+                let log =
+                    runtime.block_on(config.open(dir, &format!("table-{}-{tasks}", config.name)));
+                // Warm up as the other configurations were, then start counting.
+                runtime.block_on(logdir_appends(&log, tasks, warm));
+                runtime.block_on(trim(&log));
+                log
+            })
+            .collect();
+        let firsts: Vec<u64> = logs.iter().map(|log| log.end().segment).collect();
+        let mut logs_all = vec![Tally::default(); logs.len()];
+        let mut vs_okaywal = vec![Vec::new(); logs.len()];
+        let mut rotation_cost = Vec::new();
+        let (mut one_file_all, mut theirs_all) = (Tally::default(), Tally::default());
+        for _ in 0..ROUNDS {
+            let one_file = runtime.block_on(group_commit_with(dir, tasks, ours_iters, &prealloc));
+            let segmented: Vec<Tally> = logs
+                .iter()
+                .map(|log| {
+                    let tally = runtime.block_on(logdir_appends(log, tasks, ours_iters));
+                    runtime.block_on(trim(log));
+                    tally
+                })
+                .collect();
+            let theirs = okaywal(dir, tasks, theirs_iters);
+            rotation_cost.push(
+                segmented[ONE_FILE_TWIN].appends_per_second() / one_file.appends_per_second(),
+            );
+            for (i, tally) in segmented.into_iter().enumerate() {
+                vs_okaywal[i].push(tally.appends_per_second() / theirs.appends_per_second());
+                logs_all[i].add(tally);
+            }
+            one_file_all.add(one_file);
+            theirs_all.add(theirs);
+        }
+        let rotations: Vec<String> = logs
+            .iter()
+            .zip(&firsts)
+            .map(|(log, first)| (log.end().segment - first).to_string())
+            .collect();
+        for log in logs {
+            runtime.block_on(log.close()).unwrap();
+        }
+        let p99s: Vec<String> = logs_all
+            .iter_mut()
+            .chain([&mut one_file_all, &mut theirs_all])
+            .map(|tally| format!("{:.0}", micros(tally, 0.99)))
+            .collect();
+        println!(
+            "| {tasks} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}x | {:.2}x | {:.2}x \
+             | {:.2}x | {} | {} µs |",
+            logs_all[0].appends_per_second(),
+            logs_all[1].appends_per_second(),
+            logs_all[2].appends_per_second(),
+            one_file_all.appends_per_second(),
+            theirs_all.appends_per_second(),
+            median(vs_okaywal[0].clone()),
+            median(vs_okaywal[1].clone()),
+            median(vs_okaywal[2].clone()),
+            median(rotation_cost),
+            rotations.join(", "),
+            p99s.join(", "),
+        );
+    }
+}
+
 fn main() {
     let dir = tempfile::tempdir_in(bench_dir()).unwrap();
     let mut criterion = Criterion::default().configure_from_args();
     benches(&mut criterion, dir.path());
+    logdir_benches(&mut criterion, dir.path());
     criterion.final_summary();
     // Not in `cargo bench --no-run`, nor when criterion only lists or tests.
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--list" || a == "--test") {
         paired_table(dir.path());
+        logdir_table(dir.path());
     }
 }
