@@ -28,7 +28,9 @@ use walcodec::{LogDir, LogPosition};
 #[path = "common/durable.rs"]
 mod durable;
 
-use durable::{bench_dir, group_commit, median, record, runtime, Tally, ROUNDS, ROUND_TIME, TASKS};
+use durable::{
+    bench_dir, group_commit, median, runtime, spread_appends, Tally, ROUNDS, ROUND_TIME, TASKS,
+};
 
 const SEGMENTS: [(&str, u64); 2] = [("4MiB", 4 << 20), ("64MiB", 64 << 20)];
 
@@ -43,29 +45,17 @@ async fn open(dir: &Path, name: &str, max_segment_bytes: u64) -> LogDir {
 /// `iters` appends to `log` spread over `tasks` tasks, each awaiting its append
 /// before the next.
 async fn appends(log: &LogDir, tasks: usize, iters: u64) -> Tally {
-    let start = Instant::now();
-    let mut handles = Vec::with_capacity(tasks);
-    for task in 0..tasks {
-        let n = iters / tasks as u64 + u64::from((task as u64) < iters % tasks as u64);
+    let log = log.clone();
+    let (elapsed, latencies) = spread_appends(tasks, iters, move |record| {
         let log = log.clone();
-        handles.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(n as usize);
-            for seq in 0..n {
-                let record = record(task, seq);
-                let began = Instant::now();
-                log.append(&record).await.unwrap();
-                latencies.push(began.elapsed());
-            }
-            latencies
-        }));
-    }
-    let mut latencies = Vec::with_capacity(iters as usize);
-    for handle in handles {
-        latencies.extend(handle.await.unwrap());
-    }
+        async move {
+            log.append(&record).await.unwrap();
+        }
+    })
+    .await;
     Tally {
         appends: iters,
-        elapsed: start.elapsed(),
+        elapsed,
         syncs: 0,
         latencies,
     }

@@ -64,6 +64,28 @@ impl Storage for SlowStorage {
     }
 }
 
+/// A writer whose syncs take `sync_delay`, and one append started once its flusher
+/// sleeps, so that the append leads; returns the writer and that append.
+async fn leading_append(
+    path: &Path,
+    sync_delay: Duration,
+) -> (
+    AsyncLogWriter,
+    tokio::task::JoinHandle<Result<Position, Error>>,
+) {
+    let storage = SlowStorage::new(path, sync_delay, None);
+    let log = WriterOptions::new()
+        .idle_spin(Duration::ZERO)
+        .from_storage(Box::new(storage), 0)
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let leader = {
+        let log = log.clone();
+        tokio::spawn(async move { log.append(make_record(0, 0)).await })
+    };
+    (log, leader)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_appender_writes_its_own_batches() {
     let (_dir, path) = temp_log();
@@ -157,17 +179,7 @@ async fn sync_pacing_turns_leading_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn appends_during_a_led_sync_go_to_the_flusher_together() {
     let (_dir, path) = temp_log();
-    let storage = SlowStorage::new(&path, Duration::from_millis(30), None);
-    let log = WriterOptions::new()
-        .idle_spin(Duration::ZERO)
-        .from_storage(Box::new(storage), 0)
-        .unwrap();
-    // Let the flusher go to sleep, so the first append leads.
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let leader = {
-        let log = log.clone();
-        tokio::spawn(async move { log.append(make_record(0, 0)).await })
-    };
+    let (log, leader) = leading_append(&path, Duration::from_millis(30)).await;
     tokio::time::sleep(Duration::from_millis(10)).await;
     let mut followers = Vec::new();
     for task in 1..=8u32 {
@@ -268,16 +280,7 @@ async fn a_failed_led_sync_poisons_the_writer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn close_during_a_led_sync_waits_for_it() {
     let (_dir, path) = temp_log();
-    let storage = SlowStorage::new(&path, Duration::from_millis(50), None);
-    let log = WriterOptions::new()
-        .idle_spin(Duration::ZERO)
-        .from_storage(Box::new(storage), 0)
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let leader = {
-        let log = log.clone();
-        tokio::spawn(async move { log.append(make_record(0, 0)).await })
-    };
+    let (log, leader) = leading_append(&path, Duration::from_millis(50)).await;
     tokio::time::sleep(Duration::from_millis(15)).await;
     let len = tokio::time::timeout(Duration::from_secs(10), log.close())
         .await

@@ -56,6 +56,19 @@ async fn read_all(mut reader: DirReader) -> Vec<(LogPosition, Vec<u8>)> {
     records
 }
 
+/// 30 records appended, then every sealed segment but the last purged (into the
+/// pool): the records left, by their ends.
+async fn append_and_purge(log: &LogDir) -> Vec<(LogPosition, Vec<u8>)> {
+    let mut expected = append(log, 0, 30).await;
+    let end = log.end();
+    log.purge_before(LogPosition::new(end.segment - 1, 0))
+        .await
+        .unwrap();
+    let first = log.start().segment;
+    expected.retain(|(end, _)| end.segment >= first);
+    expected
+}
+
 #[tokio::test]
 async fn purged_segments_are_reused_and_their_old_bytes_never_read() {
     let dir = tempfile::tempdir().unwrap();
@@ -153,13 +166,7 @@ async fn a_reused_segment_left_by_a_crash_reopens_at_its_records_end() {
     let dir = tempfile::tempdir().unwrap();
     let crashed = tempfile::tempdir().unwrap();
     let log = options(1).open(dir.path()).await.unwrap();
-    let mut expected = append(&log, 0, 30).await;
-    let end = log.end();
-    log.purge_before(LogPosition::new(end.segment - 1, 0))
-        .await
-        .unwrap();
-    let purged_to = log.start().segment;
-    expected.retain(|(end, _)| end.segment >= purged_to);
+    let mut expected = append_and_purge(&log).await;
     log.rotate().await.unwrap();
     expected.extend(append(&log, 100, 102).await);
     // The directory as a crash leaves it: everything durable, nothing cut.
@@ -191,13 +198,8 @@ async fn a_reused_segment_left_by_a_crash_reopens_at_its_records_end() {
 async fn a_reused_file_nothing_reached_reopens_empty() {
     let dir = tempfile::tempdir().unwrap();
     let log = options(1).open(dir.path()).await.unwrap();
-    let mut expected = append(&log, 0, 30).await;
-    let end = log.end();
-    log.purge_before(LogPosition::new(end.segment - 1, 0))
-        .await
-        .unwrap();
+    let expected = append_and_purge(&log).await;
     let first = log.start().segment;
-    expected.retain(|(end, _)| end.segment >= first);
     let active = log.rotate().await.unwrap();
     log.close().await.unwrap();
     // Close cut the empty segment; put the reused file back as the crash left it.

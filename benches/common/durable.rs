@@ -103,27 +103,14 @@ pub async fn group_commit_with(
 ) -> Tally {
     let path = fresh_path(dir);
     let log = options.create(&path).await.unwrap();
-    let start = Instant::now();
-    let mut handles = Vec::with_capacity(tasks);
-    for task in 0..tasks {
-        let appends = iters / tasks as u64 + u64::from((task as u64) < iters % tasks as u64);
-        let log = log.clone();
-        handles.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(appends as usize);
-            for seq in 0..appends {
-                let record = record(task, seq);
-                let began = Instant::now();
-                log.append(&record).await.unwrap();
-                latencies.push(began.elapsed());
-            }
-            latencies
-        }));
-    }
-    let mut latencies = Vec::with_capacity(iters as usize);
-    for handle in handles {
-        latencies.extend(handle.await.unwrap());
-    }
-    let elapsed = start.elapsed();
+    let appender = log.clone();
+    let (elapsed, latencies) = spread_appends(tasks, iters, move |record| {
+        let log = appender.clone();
+        async move {
+            log.append(&record).await.unwrap();
+        }
+    })
+    .await;
     let stats = log.stats();
     assert_eq!(stats.records, iters);
     log.close().await.unwrap();
@@ -134,6 +121,40 @@ pub async fn group_commit_with(
         syncs: stats.syncs,
         latencies,
     }
+}
+
+/// `iters` appends of [`record`]s spread over `tasks` tasks, each awaiting its
+/// append (`append`) before the next: how long they took, and each one's latency.
+pub async fn spread_appends<F, Fut>(
+    tasks: usize,
+    iters: u64,
+    append: F,
+) -> (Duration, Vec<Duration>)
+where
+    F: Fn(Vec<u8>) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let start = Instant::now();
+    let mut handles = Vec::with_capacity(tasks);
+    for task in 0..tasks {
+        let appends = iters / tasks as u64 + u64::from((task as u64) < iters % tasks as u64);
+        let append = append.clone();
+        handles.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(appends as usize);
+            for seq in 0..appends {
+                let record = record(task, seq);
+                let began = Instant::now();
+                append(record).await;
+                latencies.push(began.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut latencies = Vec::with_capacity(iters as usize);
+    for handle in handles {
+        latencies.extend(handle.await.unwrap());
+    }
+    (start.elapsed(), latencies)
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {

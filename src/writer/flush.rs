@@ -16,7 +16,7 @@
 use std::io;
 use std::mem;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -325,11 +325,7 @@ pub(super) fn run_flusher(shared: Arc<Shared>) {
         }
         if state.leading {
             // An append writes a batch itself; it wakes us if work is left.
-            state.flusher = Flusher::Idle;
-            state = shared
-                .wake
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
+            state = sleep(&shared, state);
             continue;
         }
         if !state.has_work() {
@@ -352,11 +348,7 @@ pub(super) fn run_flusher(shared: Arc<Shared>) {
                 state = shared.lock();
                 continue;
             }
-            state.flusher = Flusher::Idle;
-            state = shared
-                .wake
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
+            state = sleep(&shared, state);
             continue;
         }
         spun = false;
@@ -408,6 +400,15 @@ pub(super) fn run_flusher(shared: Arc<Shared>) {
     for closer in closers {
         let _ = closer.send(Ok(len));
     }
+}
+
+/// The flusher sleeps until an appender, a leader, `close` or a failure wakes it.
+fn sleep<'a>(shared: &'a Shared, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    state.flusher = Flusher::Idle;
+    shared
+        .wake
+        .wait(state)
+        .unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Syncs what was written without a sync, gives back the zeros ahead of the log (so

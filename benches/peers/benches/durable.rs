@@ -53,7 +53,7 @@ mod durable;
 
 use durable::{
     baseline, bench_dir, fresh_path, group_commit, group_commit_with, median, record, runtime,
-    Tally, ROUNDS, ROUND_TIME, TASKS,
+    spread_appends, Tally, ROUNDS, ROUND_TIME, TASKS,
 };
 use walcodec::{LogDir, LogPosition, WriterOptions};
 
@@ -367,29 +367,17 @@ impl Segmented {
 /// `syncs` are every `fdatasync` the process made meanwhile.
 async fn logdir_appends(log: &LogDir, tasks: usize, iters: u64) -> Tally {
     let syncs_before = FDATASYNCS.load(Ordering::Relaxed);
-    let start = Instant::now();
-    let mut handles = Vec::with_capacity(tasks);
-    for task in 0..tasks {
-        let n = iters / tasks as u64 + u64::from((task as u64) < iters % tasks as u64);
+    let log = log.clone();
+    let (elapsed, latencies) = spread_appends(tasks, iters, move |record| {
         let log = log.clone();
-        handles.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(n as usize);
-            for seq in 0..n {
-                let record = record(task, seq);
-                let began = Instant::now();
-                log.append(&record).await.unwrap();
-                latencies.push(began.elapsed());
-            }
-            latencies
-        }));
-    }
-    let mut latencies = Vec::with_capacity(iters as usize);
-    for handle in handles {
-        latencies.extend(handle.await.unwrap());
-    }
+        async move {
+            log.append(&record).await.unwrap();
+        }
+    })
+    .await;
     Tally {
         appends: iters,
-        elapsed: start.elapsed(),
+        elapsed,
         syncs: FDATASYNCS.load(Ordering::Relaxed) - syncs_before,
         latencies,
     }
