@@ -32,11 +32,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 
-use bytes::BytesMut;
-use futures::StreamExt;
 use indicatif::ProgressBar;
 use walcodec::{
-    block_start, DecodeStats, Dialect, LogDecoderBuilder, Position, ReadAhead, Recovery, BLOCK_SIZE,
+    block_start, DecodeStats, Dialect, LogDecoderBuilder, Position, Recovery, BLOCK_SIZE,
 };
 
 use crate::common::{decoder_builder, io_message, Failure, Limits, READ_SIZE};
@@ -151,44 +149,6 @@ struct Window {
     done: usize,
 }
 
-/// A read-ahead pipeline's chunks, taken on the thread's own runtime.
-struct AheadChunks<'a> {
-    runtime: &'a tokio::runtime::Runtime,
-    source: ReadAhead,
-    progress: Option<ProgressBar>,
-}
-
-impl ChunkSource for AheadChunks<'_> {
-    fn next_chunk(&mut self) -> Option<io::Result<BytesMut>> {
-        let chunk = self.runtime.block_on(self.source.next());
-        if let (Some(bar), Some(Ok(chunk))) = (&self.progress, &chunk) {
-            bar.inc(chunk.len() as u64);
-        }
-        chunk
-    }
-}
-
-/// A range of `file` through the read-ahead pipeline: chunks of `chunk_bytes`
-/// (`READ_SIZE` for a range's own bytes: 1 MiB took less CPU time than the library's
-/// 512 KiB default in `scripts/cli-speed.sh`, 2 MiB more).
-fn ahead<'a>(
-    runtime: &'a tokio::runtime::Runtime,
-    file: &SplitSource,
-    from: u64,
-    to: u64,
-    chunk_bytes: usize,
-    progress: Option<ProgressBar>,
-) -> io::Result<AheadChunks<'a>> {
-    let reader = file.open(from, to)?;
-    let _guard = runtime.enter();
-    let source = ReadAhead::builder().chunk_bytes(chunk_bytes).spawn(reader);
-    Ok(AheadChunks {
-        runtime,
-        source,
-        progress,
-    })
-}
-
 /// Reads `input` from the block holding `start` with `settings`, in ranges on
 /// `jobs` threads when it is a file, and hands every item to `consume` in log order
 /// (see the module docs): the layout's findings of each group, then the decoder's.
@@ -270,7 +230,7 @@ fn read_stream(
     let settings = settings.clone();
     let stop = abort.clone();
     std::thread::spawn(move || {
-        let mut own = BlockingChunks(reader);
+        let mut own = BlockingChunks::new(reader);
         let mut send = |batch: Batch| {
             !stop.load(Ordering::Relaxed) && sender.send(Message::Batch(batch)).is_ok()
         };
@@ -324,14 +284,6 @@ fn read_split(
             let senders = senders.clone();
             let progress = progress.clone();
             scope.spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread().build() {
-                    Ok(runtime) => runtime,
-                    Err(e) => {
-                        abort.store(true, Ordering::Relaxed);
-                        let _ = senders[0].send(Message::Failed(e));
-                        return;
-                    }
-                };
                 loop {
                     let index = {
                         let mut state = window.lock().unwrap_or_else(|p| p.into_inner());
@@ -353,18 +305,15 @@ fn read_split(
                     };
                     let sender = &senders[index];
                     let message = (|| {
-                        let mut own = ahead(&runtime, file, from, to, READ_SIZE, progress.clone())?;
+                        let mut own = BlockingChunks::new(file.open(from, to)?)
+                            .with_progress(progress.clone());
                         // Past its end a range reads only to its first record
-                        // there, usually a few blocks: small chunks, few ahead.
+                        // there, usually a few blocks: small chunks.
                         let mut rest = || -> io::Result<Box<dyn ChunkSource>> {
-                            Ok(Box::new(ahead(
-                                &runtime,
-                                file,
-                                to,
-                                end,
-                                4 * BLOCK_SIZE,
-                                None,
-                            )?))
+                            Ok(Box::new(
+                                BlockingChunks::new(file.open(to, end)?)
+                                    .with_chunk_bytes(4 * BLOCK_SIZE),
+                            ))
                         };
                         let mut send = |batch: Batch| {
                             !abort.load(Ordering::Relaxed)
