@@ -37,6 +37,7 @@ mod dir;
 mod dump;
 mod input;
 mod json;
+mod ordered;
 mod parallel;
 mod physical;
 mod repair;

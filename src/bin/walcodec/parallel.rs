@@ -30,7 +30,7 @@ use std::io;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 
 use indicatif::ProgressBar;
 use walcodec::{
@@ -40,6 +40,7 @@ use walcodec::{
 use crate::common::{decoder_builder, io_message, Failure, Limits, READ_SIZE};
 use crate::dialect::LogChoice;
 use crate::input::{Input, SplitSource};
+use crate::ordered::{in_order, Sender};
 use crate::scan::{
     run_range, stats_sum, strict_from, Batch, BlockingChunks, ChunkSource, Item, Layout, RangeEnd,
     ScanEnd, Settings, StrictEnd, Task, What,
@@ -141,12 +142,6 @@ enum Message {
     Batch(Batch),
     End(Box<RangeEnd>),
     Failed(io::Error),
-}
-
-/// Ranges handed out and ranges printed, for the window.
-struct Window {
-    next: usize,
-    done: usize,
 }
 
 /// Reads `input` from the block holding `start` with `settings`, in ranges on
@@ -272,88 +267,52 @@ fn read_split(
     progress: Option<ProgressBar>,
     consume: &mut Consume<'_>,
 ) -> Result<io::Result<Merged>, Failure> {
-    let window = Mutex::new(Window { next: 0, done: 0 });
-    let moved = Condvar::new();
-    let abort = AtomicBool::new(false);
-    let channels: Vec<_> = ranges.iter().map(|_| mpsc::channel()).collect();
-    let senders: Vec<_> = channels.iter().map(|(s, _)| s.clone()).collect();
-    let limit = threads * WINDOW_PER_JOB;
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            let (window, moved, abort) = (&window, &moved, &abort);
-            let senders = senders.clone();
-            let progress = progress.clone();
-            scope.spawn(move || {
-                loop {
-                    let index = {
-                        let mut state = window.lock().unwrap_or_else(|p| p.into_inner());
-                        while state.next >= state.done + limit && !abort.load(Ordering::Relaxed) {
-                            state = moved.wait(state).unwrap_or_else(|p| p.into_inner());
-                        }
-                        if abort.load(Ordering::Relaxed) || state.next >= ranges.len() {
-                            return;
-                        }
-                        state.next += 1;
-                        state.next - 1
-                    };
-                    let (from, to) = ranges[index];
-                    let task = Task {
-                        index,
-                        from,
-                        to,
-                        last: index + 1 == ranges.len(),
-                    };
-                    let sender = &senders[index];
-                    let message = (|| {
-                        let mut own = BlockingChunks::new(file.open(from, to)?)
-                            .with_progress(progress.clone());
-                        // Past its end a range reads only to its first record
-                        // there, usually a few blocks: small chunks.
-                        let mut rest = || -> io::Result<Box<dyn ChunkSource>> {
-                            Ok(Box::new(
-                                BlockingChunks::new(file.open(to, end)?)
-                                    .with_chunk_bytes(4 * BLOCK_SIZE),
-                            ))
-                        };
-                        let mut send = |batch: Batch| {
-                            !abort.load(Ordering::Relaxed)
-                                && sender.send(Message::Batch(batch)).is_ok()
-                        };
-                        run_range(settings, &task, &mut own, &mut rest, &mut send)
-                    })();
-                    let _ = sender.send(match message {
-                        Ok(end) => Message::End(Box::new(end)),
-                        Err(e) => Message::Failed(e),
-                    });
-                }
-            });
-        }
-        drop(senders);
-        let strict = match strict_mode {
-            StrictMode::Wanted(builder) => Some((builder, file)),
-            StrictMode::None => None,
+    let work = |index: usize, send: &mut Sender<'_, Message>| {
+        let (from, to) = ranges[index];
+        let task = Task {
+            index,
+            from,
+            to,
+            last: index + 1 == ranges.len(),
         };
-        let mut merger = Merger::new(strict, Some(end));
-        let mut outcome = Ok(Ok(()));
-        for (index, (_, receiver)) in channels.iter().enumerate() {
+        let end = (|| {
+            let mut own = BlockingChunks::new(file.open(from, to)?).with_progress(progress.clone());
+            // Past its end a range reads only to its first record there, usually a
+            // few blocks: small chunks.
+            let mut rest = || -> io::Result<Box<dyn ChunkSource>> {
+                Ok(Box::new(
+                    BlockingChunks::new(file.open(to, end)?).with_chunk_bytes(4 * BLOCK_SIZE),
+                ))
+            };
+            run_range(settings, &task, &mut own, &mut rest, &mut |batch| {
+                send(Message::Batch(batch))
+            })
+        })();
+        send(match end {
+            Ok(end) => Message::End(Box::new(end)),
+            Err(e) => Message::Failed(e),
+        });
+    };
+    let strict = match strict_mode {
+        StrictMode::Wanted(builder) => Some((builder, file)),
+        StrictMode::None => None,
+    };
+    let mut merger = Merger::new(strict, Some(end));
+    let mut outcome = Ok(Ok(()));
+    in_order(
+        ranges.len(),
+        threads,
+        threads * WINDOW_PER_JOB,
+        &work,
+        &mut |index, receiver| {
             outcome = merger.take(receiver, index, consume);
-            if !matches!(outcome, Ok(Ok(()))) {
-                break;
-            }
-            let mut state = window.lock().unwrap_or_else(|p| p.into_inner());
-            state.done = index + 1;
-            moved.notify_all();
-        }
-        if !matches!(outcome, Ok(Ok(()))) {
-            abort.store(true, Ordering::Relaxed);
-            let _guard = window.lock().unwrap_or_else(|p| p.into_inner());
-            moved.notify_all();
-        }
-        match outcome? {
-            Err(e) => Ok(Err(e)),
-            Ok(()) => merger.finish(consume).map(Ok),
-        }
-    })
+            matches!(outcome, Ok(Ok(())))
+        },
+    );
+    match outcome? {
+        Err(e) => Ok(Err(e)),
+        Ok(()) => merger.finish(consume).map(Ok),
+    }
 }
 
 /// Puts the ranges' items in log order and adds up their ends.
