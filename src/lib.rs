@@ -106,8 +106,8 @@ pub use logdir::{
     SegmentList, DEFAULT_MAX_SEGMENT_BYTES,
 };
 pub use reader::{
-    split_ranges, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,
-    DEFAULT_CHUNKS_IN_FLIGHT, DEFAULT_CHUNK_BYTES, DEFAULT_POLL_INTERVAL,
+    split_ranges, ChunkReader, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,
+    CHUNK_ALIGN, DEFAULT_CHUNKS_IN_FLIGHT, DEFAULT_CHUNK_BYTES, DEFAULT_POLL_INTERVAL,
 };
 pub use record_decoder::LogRecordDecoder;
 pub use record_reader::RecordReader;

@@ -26,9 +26,11 @@ use crate::format::{block_start, Position, BLOCK_SIZE};
 use crate::record_reader::StreamState;
 use crate::{Error, LogDecoder, LogDecoderBuilder};
 
+mod chunks;
 pub(crate) mod guard;
 mod readahead;
 
+pub use chunks::{ChunkReader, CHUNK_ALIGN};
 use guard::FileGuard;
 pub use readahead::{ReadAhead, ReadAheadBuilder, DEFAULT_CHUNKS_IN_FLIGHT, DEFAULT_CHUNK_BYTES};
 

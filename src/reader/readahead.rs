@@ -24,11 +24,12 @@ use std::path::Path;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use futures::Stream;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
 
+use super::ChunkReader;
 use crate::format::BLOCK_SIZE;
 
 /// The default size of a read-ahead chunk: 512 KiB, 16 blocks. Large enough that a
@@ -131,60 +132,13 @@ impl ReadAheadBuilder {
     }
 }
 
-/// Chunks already handed over whose allocations may come back: at most this many are
-/// watched (the oldest is let go), so the memory held stays bounded.
-const CHUNKS_WATCHED: usize = 4;
-
 /// The blocking side: one chunk after another until the end, an error or a reader
-/// that went away.
-///
-/// A chunk's allocation is used again once nothing refers to it any more (every
-/// record and buffer cut from it dropped): a fresh allocation of this size is often
-/// new pages from the system, which cost a page fault and a zeroing each, more than
-/// the read itself. An empty handle kept on each chunk sent finds out when it is
-/// the last one left (`BytesMut::try_reclaim`).
-fn fill<R: Read>(mut source: R, chunk_bytes: usize, chunks: mpsc::Sender<io::Result<BytesMut>>) {
-    let mut sent: std::collections::VecDeque<BytesMut> = std::collections::VecDeque::new();
-    loop {
-        let reclaimed = sent
-            .front_mut()
-            .is_some_and(|handle| handle.try_reclaim(chunk_bytes));
-        let mut chunk = match sent.pop_front() {
-            Some(handle) if reclaimed => {
-                let mut reused = Vec::from(handle);
-                reused.clear();
-                reused
-            }
-            Some(handle) => {
-                sent.push_front(handle);
-                Vec::with_capacity(chunk_bytes)
-            }
-            None => Vec::with_capacity(chunk_bytes),
-        };
-        if sent.len() >= CHUNKS_WATCHED {
-            sent.pop_front();
-        }
-        // `read_to_end` fills the spare capacity without zeroing it first, and goes
-        // on after a short read: a chunk is only short at the end.
-        let read = source
-            .by_ref()
-            .take(chunk_bytes as u64)
-            .read_to_end(&mut chunk);
-        match read {
-            Ok(0) => return,
-            Ok(n) => {
-                // Zero-copy conversions (the vector is not shared): the chunk's
-                // allocation becomes the decoder's buffer.
-                let mut chunk = BytesMut::from(Bytes::from(chunk));
-                sent.push_back(chunk.split_off(chunk.len()));
-                if chunks.blocking_send(Ok(chunk)).is_err() || n < chunk_bytes {
-                    return;
-                }
-            }
-            Err(e) => {
-                let _ = chunks.blocking_send(Err(e));
-                return;
-            }
+/// that went away. [`ChunkReader`] reads each chunk into memory of its own, aligned,
+/// and used again once nothing refers to it.
+fn fill<R: Read>(source: R, chunk_bytes: usize, chunks: mpsc::Sender<io::Result<BytesMut>>) {
+    for chunk in ChunkReader::new(source, chunk_bytes) {
+        if chunks.blocking_send(chunk).is_err() {
+            return;
         }
     }
 }

@@ -32,8 +32,8 @@ use tokio_util::codec::Decoder;
 use walcodec::fragment::FragmentRules;
 use walcodec::physical::{Chunk, Piece, Pieces};
 use walcodec::{
-    block_start, Corruption, DecodeStats, Dialect, LogDecoder, LogDecoderBuilder, LogRecord,
-    Position, BLOCK_SIZE, HEADER_SIZE,
+    block_start, ChunkReader, Corruption, DecodeStats, Dialect, LogDecoder, LogDecoderBuilder,
+    LogRecord, Position, BLOCK_SIZE, HEADER_SIZE,
 };
 
 use crate::common::{watched, Failure, Limits, READ_SIZE};
@@ -384,35 +384,30 @@ pub(crate) trait ChunkSource {
 /// calling thread: a stream, or one range of a file.
 ///
 /// Why not the library's read-ahead pipeline: on the 2-core machine this was measured
-/// on, a read-ahead thread on the other core made the kernel's copy into each chunk
-/// about 3x dearer (every cache line of a chunk crossed between the cores twice) and
-/// `verify --jobs 1` took 0.25 to 0.62 s on a 1 GiB log where reading on the
-/// decoding thread takes 0.23 to 0.29 s; with `--jobs 2` the ranges themselves use
-/// the cores. A chunk's memory is read into again once nothing refers to it (every
-/// record cut from it dropped), so the next read lands in memory that is still in
-/// this core's cache and costs no fresh pages.
+/// on, `verify --jobs 1` of a 1 GiB log took 0.25 to 0.62 s through it and 0.23 to
+/// 0.29 s reading on the decoding thread (a chunk read on the other core crosses
+/// between the cores' caches), and with `--jobs 2` the ranges themselves use the
+/// cores. [`ChunkReader`] reads into aligned memory, used again once nothing refers
+/// to it, so the next read lands in memory still in this core's cache.
 pub(crate) struct BlockingChunks<R> {
-    source: R,
-    chunk_bytes: usize,
-    /// An empty handle on the last chunk handed out, to reclaim its memory.
-    spent: Option<BytesMut>,
+    chunks: ChunkReader<R>,
     progress: Option<ProgressBar>,
 }
 
-impl<R> BlockingChunks<R> {
+impl<R: Read> BlockingChunks<R> {
     pub(crate) fn new(source: R) -> Self {
         BlockingChunks {
-            source,
-            chunk_bytes: READ_SIZE,
-            spent: None,
+            chunks: ChunkReader::new(source, READ_SIZE),
             progress: None,
         }
     }
 
     /// Reads chunks of `bytes` (at least 1) instead.
-    pub(crate) fn with_chunk_bytes(mut self, bytes: usize) -> Self {
-        self.chunk_bytes = bytes.max(1);
-        self
+    pub(crate) fn with_chunk_bytes(self, bytes: usize) -> Self {
+        BlockingChunks {
+            chunks: ChunkReader::new(self.chunks.into_inner(), bytes),
+            ..self
+        }
     }
 
     /// Advances `bar` by each chunk's length.
@@ -424,38 +419,11 @@ impl<R> BlockingChunks<R> {
 
 impl<R: Read> ChunkSource for BlockingChunks<R> {
     fn next_chunk(&mut self) -> Option<io::Result<BytesMut>> {
-        let reclaimed = match self.spent.as_mut() {
-            Some(handle) => handle.try_reclaim(self.chunk_bytes),
-            None => false,
-        };
-        let mut buffer = match self.spent.take() {
-            Some(handle) if reclaimed => {
-                let mut reused = Vec::from(handle);
-                reused.clear();
-                reused
-            }
-            _ => Vec::with_capacity(self.chunk_bytes),
-        };
-        // `read_to_end` fills the spare capacity without zeroing it first and goes on
-        // after a short read (as a pipe gives): a chunk is only short at the end.
-        match self
-            .source
-            .by_ref()
-            .take(self.chunk_bytes as u64)
-            .read_to_end(&mut buffer)
-        {
-            Ok(0) => None,
-            Ok(n) => {
-                if let Some(bar) = &self.progress {
-                    bar.inc(n as u64);
-                }
-                // Zero-copy: the vector's allocation becomes the chunk.
-                let mut chunk = BytesMut::from(Bytes::from(buffer));
-                self.spent = Some(chunk.split_off(n));
-                Some(Ok(chunk))
-            }
-            Err(e) => Some(Err(e)),
+        let chunk = self.chunks.next();
+        if let (Some(bar), Some(Ok(chunk))) = (&self.progress, &chunk) {
+            bar.inc(chunk.len() as u64);
         }
+        chunk
     }
 }
 
@@ -794,18 +762,15 @@ pub(crate) fn walk(
     let mut offset = block_start(start);
     input.skip_to(offset)?;
     let rules = log.rules();
-    let mut buffer = vec![0u8; READ_SIZE];
-    loop {
-        let n = read_full(input, &mut buffer).map_err(|e| input.failure(e))?;
+    let name = input.name().to_string();
+    for chunk in ChunkReader::new(&mut *input, READ_SIZE) {
+        let chunk = chunk.map_err(|e| Failure::named(&name, e))?;
         // Whole blocks (READ_SIZE is a multiple of the block size) or the file's end,
-        // so the walker never sees a block cut by the buffer.
-        for piece in Pieces::new(&buffer[..n], offset, rules) {
+        // so the walker never sees a block cut by the chunk.
+        for piece in Pieces::new(&chunk, offset, rules) {
             visitor.piece(&piece)?;
         }
-        offset += n as u64;
-        if n < buffer.len() {
-            break;
-        }
+        offset += chunk.len() as u64;
     }
     Ok((offset, input.finish()))
 }
