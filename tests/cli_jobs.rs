@@ -1,10 +1,10 @@
-//! `verify`, `stat` and `dump` with `--jobs N`: a log split into ranges read at once
-//! prints exactly what one read of the whole log prints (stdout, stderr, exit
-//! status), on the shared vectors and on logs damaged at random: flipped bits, zeros
-//! from a sector boundary, zero headers, zeroed blocks, garbage, torn and
-//! zero-padded tails, records past `--max-record-bytes`. Small logs are split with
-//! the hidden `--split-bytes`, down to one block a range, so that records, damage
-//! and tails straddle range boundaries.
+//! `verify`, `stat`, `dump` and `dump --physical` with `--jobs N`: a log split into
+//! ranges read at once prints exactly what one read of the whole log prints (stdout,
+//! stderr, exit status), on the shared vectors and on logs damaged at random: flipped
+//! bits, zeros from a sector boundary, zero headers, zeroed blocks, garbage, torn and
+//! zero-padded tails, records past `--max-record-bytes`. Small logs are split with the
+//! hidden `--split-bytes`, down to one block a range, so that records, damage and tails
+//! straddle range boundaries.
 //!
 //! The same logs read from a pipe (one range, the strict reader fed beside the
 //! decoder) print what a file read prints (the strict reader read again only from
@@ -39,6 +39,7 @@ const COMMANDS: &[&[&str]] = &[
         "--max-bytes",
         "8",
     ],
+    &["dump", "--physical"],
 ];
 
 /// Splits compared with one read of the whole log (`--jobs 1`).
@@ -79,7 +80,13 @@ fn assert_all_agree(path: &Path, global: &[&str]) {
 /// differs).
 fn assert_pipe_agrees(path: &Path, global: &[&str]) {
     let log = fs::read(path).unwrap();
-    for command in [&["verify"][..], &["stat"], &["dump", "--format", "hex"]] {
+    let commands = [
+        &["verify"][..],
+        &["stat"],
+        &["dump", "--format", "hex"],
+        &["dump", "--physical"],
+    ];
+    for command in commands {
         let file = run(&[global, command, &["--jobs", "1", path_str(path)]].concat());
         let pipe = run_with_stdin(&[global, command, &["-"]].concat(), &log);
         let without_name = |text: String| {

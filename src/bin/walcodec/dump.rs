@@ -169,7 +169,7 @@ fn batch_error(record: &LogRecord, error: WriteBatchError) -> String {
 
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     if args.physical {
-        return crate::physical::dump(&args.file, &args.dialect, args.start, limits);
+        return crate::physical::dump(&args.file, &args.dialect, args.start, &args.jobs, limits);
     }
     args.format.check(args.max_bytes)?;
     let mut input = Input::open(&args.file, limits)?;

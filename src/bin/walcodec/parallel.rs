@@ -52,7 +52,8 @@ use crate::wal::WalFacts;
 pub(crate) struct JobsArgs {
     /// Threads that read the log at once, each a range of it (default: the cores
     /// available). The output is the same for any N. Stdin and pipes are read by one,
-    /// and so is a log read in RocksDB's dialect (--dialect).
+    /// and so is a log read in RocksDB's dialect (--dialect), whose layout depends on
+    /// what came before.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     jobs: Option<u64>,
     /// The bytes of each range of a split read (rounded up to whole blocks); for
@@ -62,7 +63,12 @@ pub(crate) struct JobsArgs {
 }
 
 impl JobsArgs {
-    fn jobs(&self) -> usize {
+    /// The split size asked for (tests).
+    pub(crate) fn split_bytes(&self) -> Option<u64> {
+        self.split_bytes
+    }
+
+    pub(crate) fn jobs(&self) -> usize {
         match self.jobs {
             Some(n) => n as usize,
             None => std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
@@ -72,6 +78,10 @@ impl JobsArgs {
 
 /// Ranges read ahead of the one being printed, per thread.
 const WINDOW_PER_JOB: usize = 2;
+
+/// The largest range of `dump --physical`: a range's lines wait for the ranges
+/// before it, and a block of tiny fragments prints six times its size.
+pub(crate) const MAX_LAYOUT_RANGE_BYTES: u64 = 2 << 20;
 
 /// The largest range of a command that prints records (`dump`): its lines wait for
 /// the ranges before it, so the ranges read ahead hold little.
@@ -84,7 +94,7 @@ const MAX_RANGE_BYTES: u64 = 256 << 20;
 
 /// Cuts `[from, end)` into ranges for `jobs` threads: whole numbers of `READ_SIZE`
 /// (of blocks, with `split_bytes`), about four per thread, at most `max_bytes` each.
-fn plan(
+pub(crate) fn plan(
     from: u64,
     end: u64,
     jobs: usize,

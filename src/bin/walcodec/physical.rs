@@ -33,17 +33,21 @@
 //! After an `end` line the pieces are what the file holds, not the log: they do not
 //! change the exit status.
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::Path;
+use std::sync::mpsc;
 
-use walcodec::fragment::{Fragment, FragmentHeader, FragmentType, Part};
-use walcodec::physical::{Chunk, Metadata, Piece};
+use indicatif::ProgressBar;
+use walcodec::fragment::{Fragment, FragmentHeader, FragmentRules, FragmentType, Part};
+use walcodec::physical::{Chunk, Metadata, Piece, Pieces};
 use walcodec::{Dialect, RecordType, BLOCK_SIZE, HEADER_SIZE};
 
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
 use crate::dialect::{DialectArgs, LogChoice};
-use crate::input::Input;
-use crate::scan::{walk, Visitor};
+use crate::input::{Input, SplitSource};
+use crate::ordered::{in_order, Sender};
+use crate::parallel::{plan, JobsArgs, MAX_LAYOUT_RANGE_BYTES};
+use crate::scan::{walk, BlockingChunks, ChunkSource, Visitor};
 use crate::wal::compression_name;
 
 /// The name of a fragment type, as in `chunks.txt`.
@@ -412,6 +416,17 @@ struct Printer<W> {
     rocks: Option<RocksPrinter>,
 }
 
+impl<W: Write> Printer<W> {
+    /// Prints and judges a piece read by LevelDB's rules: every piece is a chunk.
+    fn leveldb_piece(&mut self, piece: &Piece<'_>) -> io::Result<()> {
+        if let Some(chunk) = crate::scan::leveldb_chunk(piece) {
+            self.status = self.status.max(judge(&chunk));
+            render(&chunk, &mut self.out)?;
+        }
+        Ok(())
+    }
+}
+
 impl<W: Write> Visitor for Printer<W> {
     fn piece(&mut self, piece: &Piece<'_>) -> Result<(), Failure> {
         match &mut self.rocks {
@@ -420,27 +435,23 @@ impl<W: Write> Visitor for Printer<W> {
                 self.status = self.status.max(status);
                 Ok(())
             }
-            // LevelDB's rules: every piece is a chunk.
-            None => match crate::scan::leveldb_chunk(piece) {
-                Some(chunk) => self.chunk(&chunk),
-                None => Ok(()),
-            },
+            None => Ok(self.leveldb_piece(piece)?),
         }
-    }
-
-    fn chunk(&mut self, chunk: &Chunk<'_>) -> Result<(), Failure> {
-        self.status = self.status.max(judge(chunk));
-        render(chunk, &mut self.out)?;
-        Ok(())
     }
 }
 
 /// Prints the physical layout of `path` from the block holding `start`. How the read
 /// ended, when worth saying, goes to stderr: stdout keeps the `chunks.txt` format.
+///
+/// In LevelDB's dialect each block's layout depends on that block alone (and the
+/// file's end), so a file is walked in ranges of whole blocks on `--jobs` threads
+/// and printed in order: the same lines as one walk. RocksDB's dialect carries what
+/// came before (an old log number ends the log), so it is walked by one.
 pub(crate) fn dump(
     path: &Path,
     dialect: &DialectArgs,
     start: u64,
+    jobs: &JobsArgs,
     limits: Limits,
 ) -> Result<Status, Failure> {
     let mut input = Input::open(path, limits)?;
@@ -462,11 +473,112 @@ pub(crate) fn dump(
             ended: false,
         });
     }
-    let (file_len, input_end) = walk(&mut input, start, limits, &log, &mut printer)?;
+    let from = walcodec::block_start(start);
+    let split = input
+        .split_source()
+        .filter(|_| log.dialect == Dialect::LevelDb && jobs.jobs() > 1);
+    let (file_len, input_end) = match split {
+        Some((file, end)) => {
+            let ranges = plan(
+                from,
+                end,
+                jobs.jobs(),
+                jobs.split_bytes(),
+                MAX_LAYOUT_RANGE_BYTES,
+            );
+            let progress = input.progress_bar();
+            walk_split(
+                &file,
+                &ranges,
+                jobs.jobs(),
+                log.rules(),
+                progress,
+                &mut printer,
+            )
+            .map_err(|e| input.failure(e))?;
+            input.set_read_to(end.max(from));
+            (end.max(from), input.finish())
+        }
+        None => walk(&mut input, start, limits, &log, &mut printer)?,
+    };
     writeln!(printer.out, "size {file_len}")?;
     finish(printer.out)?;
     for note in input_notes(&input_end) {
         eprintln!("walcodec: {}: {note}", input.name());
     }
     Ok(printer.status)
+}
+
+/// What a range of a split walk sends: its lines and their status a chunk at a
+/// time, then its end.
+enum Lines {
+    Chunk(Vec<u8>, Status),
+    Done,
+    Failed(io::Error),
+}
+
+/// Walks `ranges` (whole blocks, the last one to the file's end) on `threads`
+/// threads and prints their lines in order into `printer`.
+fn walk_split<W: Write>(
+    file: &SplitSource,
+    ranges: &[(u64, u64)],
+    threads: usize,
+    rules: FragmentRules,
+    progress: Option<ProgressBar>,
+    printer: &mut Printer<W>,
+) -> io::Result<()> {
+    let work = |index: usize, send: &mut Sender<'_, Lines>| {
+        let (from, to) = ranges[index];
+        let walked = (|| -> io::Result<bool> {
+            let mut chunks =
+                BlockingChunks::new(file.open(from, to)?).with_progress(progress.clone());
+            let mut offset = from;
+            while let Some(chunk) = chunks.next_chunk() {
+                let chunk = chunk?;
+                // Chunks are whole blocks but at the file's end: no block is cut.
+                let mut lines = Printer {
+                    out: Vec::new(),
+                    status: Status::Clean,
+                    rocks: None,
+                };
+                for piece in Pieces::new(&chunk, offset, rules) {
+                    lines.leveldb_piece(&piece)?;
+                }
+                offset += chunk.len() as u64;
+                if !send(Lines::Chunk(lines.out, lines.status)) {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })();
+        match walked {
+            Ok(true) => send(Lines::Done),
+            Ok(false) => false,
+            Err(e) => send(Lines::Failed(e)),
+        };
+    };
+    let mut outcome = Ok(());
+    in_order(
+        ranges.len(),
+        threads,
+        threads * 2,
+        &work,
+        &mut |_, receiver: &mpsc::Receiver<Lines>| loop {
+            let failed = match receiver.recv() {
+                Ok(Lines::Chunk(lines, status)) => {
+                    printer.status = printer.status.max(status);
+                    match printer.out.write_all(&lines) {
+                        Ok(()) => continue,
+                        Err(e) => e,
+                    }
+                }
+                Ok(Lines::Done) => return true,
+                Ok(Lines::Failed(e)) => e,
+                Err(_) => io::Error::other("a range's thread ended without a word"),
+            };
+            outcome = Err(failed);
+            return false;
+        },
+    );
+    outcome
 }
