@@ -1131,38 +1131,104 @@ impl LogDecoder {
         self.plain_full::<false>(src)
     }
 
-    /// Everything but LevelDB's common case: a recycled RocksDB WAL's common case (an
-    /// intact recyclable FULL of this log, in a log the general loop found
-    /// recycled), then the general loop. Out of line: a call in `decode_plain_full`
-    /// would cost LevelDB's common case its inlining.
+    /// Everything but LevelDB's common case: a compressed WAL's common case (an
+    /// intact FULL whose frame inflates) or a recycled RocksDB WAL's (an intact
+    /// recyclable FULL of this log, in a log the general loop found recycled), then
+    /// the general loop. Out of line: a call in `decode_plain_full` would cost
+    /// LevelDB's common case its inlining.
     #[inline(never)]
     fn decode_slow(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
-        match self.plain_full::<true>(src) {
+        let plain = if self.state.compressed {
+            self.plain_compressed_full(src)
+        } else {
+            self.plain_full::<true>(src)
+        };
+        match plain {
             Some(record) => Ok(Some(record)),
             None => self.decode_general(src, eof),
         }
     }
 
-    /// The general loop, marked cold so that the plain path of a recycled log in
-    /// `decode_slow` is what the compiler optimizes for.
+    /// The general loop, marked cold so that the plain paths in `decode_slow` are
+    /// what the compiler optimizes for.
     #[cold]
     #[inline(never)]
     fn decode_general(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
         self.decode_inner(src, eof)
     }
 
-    /// An intact FULL fragment with nothing skipped or open: a legacy one, or a
-    /// recyclable one of this log in a recycled log (`RECYCLABLE`). One body for
-    /// both, so both keep the same inlining.
+    /// An intact FULL fragment with nothing skipped or open, in a log whose records
+    /// are not compressed: a legacy one, or a recyclable one of this log in a
+    /// recycled log (`RECYCLABLE`). One body for both, so both keep the same
+    /// inlining.
     #[inline(always)]
     fn plain_full<const RECYCLABLE: bool>(&mut self, src: &mut BytesMut) -> Option<Bytes> {
+        if self.state.compressed || (RECYCLABLE && !self.state.recycled) {
+            return None;
+        }
+        let fragment_len = self.intact_full::<RECYCLABLE>(src, self.max_record_bytes)?;
+        let header_len = if RECYCLABLE {
+            RECYCLABLE_HEADER_SIZE
+        } else {
+            HEADER_SIZE
+        };
+        let fragment_offset = self.offset;
+        let mut record = src.split_to(fragment_len).freeze();
+        record.advance(header_len);
+        self.offset += fragment_len as u64;
+        self.stats.fragments += 1;
+        Some(self.finish_record(fragment_offset, record))
+    }
+
+    /// A compressed log's common case: an intact FULL fragment (legacy, or
+    /// recyclable of this log in a recycled log) with nothing skipped or open, whose
+    /// frame inflates within the limit. Anything else, an empty record or a frame
+    /// that fails included, is left to the general loop, which says why.
+    #[inline(always)]
+    fn plain_compressed_full(&mut self, src: &mut BytesMut) -> Option<Bytes> {
+        let compression = self.state.compression?;
+        let limit = self.raw_record_limit();
+        let (fragment_len, header_len) = if self.state.recycled {
+            (
+                self.intact_full::<true>(src, limit)?,
+                RECYCLABLE_HEADER_SIZE,
+            )
+        } else {
+            (self.intact_full::<false>(src, limit)?, HEADER_SIZE)
+        };
+        if fragment_len == header_len {
+            return None;
+        }
+        let record = self
+            .state
+            .inflater
+            .inflate(
+                compression,
+                &src[header_len..fragment_len],
+                self.max_record_bytes,
+            )
+            .ok()?;
+        let fragment_offset = self.offset;
+        self.consume(src, fragment_len);
+        self.stats.fragments += 1;
+        Some(self.finish_record(fragment_offset, Bytes::from(record)))
+    }
+
+    /// The length of the intact FULL fragment at the start of `src`, of at most
+    /// `max_payload` bytes, when the decoder reads with nothing skipped or open: a
+    /// legacy one, or a recyclable one of this log (`RECYCLABLE`). `None` for
+    /// anything else, which the general loop decides.
+    #[inline(always)]
+    fn intact_full<const RECYCLABLE: bool>(
+        &self,
+        src: &BytesMut,
+        max_payload: usize,
+    ) -> Option<usize> {
         if self.flow != Flow::Reading
             || self.skip.is_some()
             || !matches!(self.assembly, Assembly::Idle)
             || self.zero_suspect.is_some()
             || self.resyncing
-            || self.state.compressed
-            || (RECYCLABLE && !self.state.recycled)
         {
             return None;
         }
@@ -1176,7 +1242,6 @@ impl LogDecoder {
         let stored_checksum = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
         let length = u16::from_le_bytes([header[4], header[5]]) as usize;
         let fragment_len = header_len + length;
-        let fragment_offset = self.offset;
         let full = if RECYCLABLE {
             header[6] == FragmentType::RecyclableFull.as_u8()
                 && header[HEADER_SIZE..] == self.log_number_le
@@ -1186,9 +1251,9 @@ impl LogDecoder {
         if !full
             || fragment_len > block_left
             || fragment_len > src.len()
-            || length > self.max_record_bytes
-            || fragment_offset < self.start_offset
-            || fragment_offset >= self.end_offset
+            || length > max_payload
+            || self.offset < self.start_offset
+            || self.offset >= self.end_offset
         {
             return None;
         }
@@ -1197,11 +1262,7 @@ impl LogDecoder {
         {
             return None;
         }
-        let mut record = src.split_to(fragment_len).freeze();
-        record.advance(header_len);
-        self.offset += fragment_len as u64;
-        self.stats.fragments += 1;
-        Some(self.finish_record(fragment_offset, record))
+        Some(fragment_len)
     }
 
     #[inline(never)]
