@@ -72,7 +72,7 @@ impl<R: Read> ChunkReader<R> {
     /// A vector to read the next chunk into: the oldest chunk's memory when nothing
     /// refers to it any more, fresh memory otherwise.
     fn memory(&mut self) -> Vec<u8> {
-        let capacity = self.chunk_bytes + CHUNK_ALIGN;
+        let capacity = self.chunk_bytes.saturating_add(CHUNK_ALIGN);
         let reclaimed = self
             .spent
             .front_mut()
