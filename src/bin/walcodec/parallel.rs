@@ -87,9 +87,9 @@ pub(crate) const MAX_LAYOUT_RANGE_BYTES: u64 = 2 << 20;
 /// the ranges before it, so the ranges read ahead hold little.
 const MAX_PRINTING_RANGE_BYTES: u64 = 16 << 20;
 
-/// The largest range otherwise: a range starts a read-ahead pipeline of its own,
-/// whose first chunks are fresh memory (page faults), so ranges are large where
-/// nothing waits in them but a few counters and findings.
+/// The largest range otherwise: a range reads into chunks of its own, whose first
+/// use is fresh memory (page faults), so ranges are large where nothing waits in
+/// them but a few counters and findings.
 const MAX_RANGE_BYTES: u64 = 256 << 20;
 
 /// Cuts `[from, end)` into ranges for `jobs` threads: whole numbers of `READ_SIZE`
