@@ -988,7 +988,7 @@ impl LogDecoder {
             return Ok(None);
         }
         if self.zero_suspect.is_some() {
-            self.zeros_only(src)?;
+            let raised = self.zeros_only(src)?;
             match self.zero_suspect.take() {
                 // Only zeros after the damage, up to EOF: the write that died.
                 Some(ZeroSuspect::Cut(cut)) => {
@@ -1003,10 +1003,19 @@ impl LogDecoder {
                     }
                 }
                 // Zeros from a block's start to EOF: preallocated space, nothing lost.
-                Some(ZeroSuspect::ZeroedBlock { .. }) | None => {}
+                Some(ZeroSuspect::ZeroedBlock { .. }) | None if raised || src.is_empty() => {}
+                // Zeros to a block's end, then fewer than a header's bytes of the next
+                // block: a header cut short, as after any other block (the layout
+                // walk, which looks at each block alone, calls it torn too).
+                Some(ZeroSuspect::ZeroedBlock { .. }) | None => return self.torn_tail(src),
             }
             return Ok(None);
         }
+        self.torn_tail(src)
+    }
+
+    /// At EOF, with `src` left over: a torn tail, unless nothing is left or open.
+    fn torn_tail(&mut self, src: &BytesMut) -> Result<Option<Bytes>, Error> {
         let (tail_start, open) = match &self.assembly {
             Assembly::Idle => (self.offset, false),
             Assembly::Collecting { start, .. } | Assembly::Discarding { start, .. } => {
