@@ -5,6 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::plain::FullShape;
 #[cfg(feature = "zstd")]
 use crate::compression::RecordInflater;
 use crate::error::CorruptionKind;
@@ -13,14 +14,23 @@ use crate::metadata::{MetadataRecord, PredecessorWalInfo, TimestampSize, WalComp
 /// The metadata callback, shared like the corruption reporter.
 pub(super) type MetadataReporter = Arc<Mutex<dyn FnMut(u64, &MetadataRecord) + Send>>;
 
-/// The state of one log read in RocksDB's dialect (unused, and all default, in
-/// LevelDB's).
-#[derive(Clone, Default)]
+/// The state of one log read in RocksDB's dialect (in LevelDB's, the log is never
+/// recycled nor compressed).
+#[derive(Clone)]
 pub(super) struct LogState {
     /// A recyclable fragment came first: the file is a recycled WAL, which ends at
     /// the first fragment left from its earlier use (and, in `TolerateTail`, at the
-    /// first bad checksum or length).
-    pub(super) recycled: bool,
+    /// first bad checksum or length). Set through [`LogState::set_recycled`].
+    recycled: bool,
+    /// The low 32 bits of the log number, as a recyclable header stores them.
+    log_number: u32,
+    /// The FULL fragments of this log's data: legacy ones, or recyclable ones of
+    /// its number once it is found recycled.
+    full_shape: FullShape,
+    /// What the decoder's plain path takes: `full_shape`, or nothing in a
+    /// compressed log (whose records have their own path). Kept here, digested, so
+    /// that the plain path asks one question whatever the dialect.
+    plain_shape: FullShape,
     /// A legacy data fragment came before any recyclable one: a recyclable fragment
     /// after it is damage.
     pub(super) legacy_data: bool,
@@ -42,6 +52,50 @@ pub(super) struct LogState {
 }
 
 impl LogState {
+    /// A log of number `log_number` (0 if unknown) whose records are compressed as
+    /// `compression` says until a type-9 record says otherwise.
+    pub(super) fn new(log_number: u64, compression: Option<WalCompressionType>) -> LogState {
+        let mut state = LogState {
+            recycled: false,
+            log_number: log_number as u32,
+            full_shape: FullShape::LEGACY,
+            plain_shape: FullShape::LEGACY,
+            legacy_data: false,
+            data_seen: false,
+            compression: None,
+            compressed: false,
+            timestamp_sizes: Vec::new(),
+            predecessor: None,
+            recycled_end: None,
+            inflater: Inflater::default(),
+        };
+        state.set_compression(compression);
+        state
+    }
+
+    /// Whether the file is a recycled WAL (a recyclable fragment came first).
+    pub(super) fn is_recycled(&self) -> bool {
+        self.recycled
+    }
+
+    /// The file is a recycled WAL: its data fragments are recyclable ones.
+    pub(super) fn set_recycled(&mut self) {
+        self.recycled = true;
+        self.refresh_shapes();
+    }
+
+    /// The FULL fragments of the log's data.
+    #[inline(always)]
+    pub(super) fn full_shape(&self) -> FullShape {
+        self.full_shape
+    }
+
+    /// What the decoder's plain path takes.
+    #[inline(always)]
+    pub(super) fn plain_shape(&self) -> FullShape {
+        self.plain_shape
+    }
+
     /// Whether data records are compressed (with any type but `None`).
     pub(super) fn is_compressed(&self) -> bool {
         self.compressed
@@ -54,6 +108,21 @@ impl LogState {
             compression,
             Some(WalCompressionType::Zstd) | Some(WalCompressionType::Other(_))
         );
+        self.refresh_shapes();
+    }
+
+    /// The shapes after a change of what the log is known to be.
+    fn refresh_shapes(&mut self) {
+        self.full_shape = if self.recycled {
+            FullShape::recyclable(self.log_number)
+        } else {
+            FullShape::LEGACY
+        };
+        self.plain_shape = if self.compressed {
+            FullShape::NONE
+        } else {
+            self.full_shape
+        };
     }
 
     /// Records a metadata record's contents.

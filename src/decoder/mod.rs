@@ -14,6 +14,7 @@
 //! | halted                   | ignored: end of a split, `PointInTime` stop, or error   |
 
 mod dialect;
+mod plain;
 
 use std::fmt;
 use std::str::FromStr;
@@ -24,9 +25,7 @@ use tokio::io::AsyncRead;
 use tokio_util::codec::{Decoder, FramedRead};
 
 use crate::error::{Corruption, CorruptionKind, Error};
-use crate::format::{
-    block_start, fragment_crc_in_place, unmask, Position, RecordType, BLOCK_SIZE, HEADER_SIZE,
-};
+use crate::format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 use crate::fragment::{
     Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed, RECYCLABLE_HEADER_SIZE,
 };
@@ -416,12 +415,7 @@ impl LogDecoderBuilder {
             rules: FragmentRules::new(self.dialect)
                 .log_number(self.log_number)
                 .verify_checksums(self.checksums),
-            log_number_le: (self.log_number as u32).to_le_bytes(),
-            state: {
-                let mut state = LogState::default();
-                state.set_compression(self.compression);
-                state
-            },
+            state: LogState::new(self.log_number, self.compression),
             metadata: self.metadata.clone(),
             recovery: self.recovery,
             checksums: self.checksums,
@@ -611,8 +605,6 @@ enum Flow {
 pub struct LogDecoder {
     /// The header rules: dialect, log number, checksums.
     rules: FragmentRules,
-    /// The low 32 bits of the log number as a recyclable header stores them.
-    log_number_le: [u8; 4],
     /// What RocksDB's dialect knows of the log so far.
     state: LogState,
     metadata: Option<MetadataReporter>,
@@ -778,7 +770,7 @@ impl LogDecoder {
     /// RocksDB: whether the log is a recycled WAL (its first fragments have
     /// recyclable headers), known once the decoder has read one.
     pub fn is_recycled(&self) -> bool {
-        self.state.recycled
+        self.state.is_recycled()
     }
 
     /// RocksDB: where a recycled WAL's own records ended: the offset of the first
@@ -1132,148 +1124,6 @@ impl LogDecoder {
         Ok(())
     }
 
-    /// The common case on its own, kept small so that it is cheap: an intact FULL
-    /// fragment in a log read from the start with nothing skipped or open. Anything
-    /// else (or a damaged fragment) is left to the general loop.
-    #[inline(always)]
-    fn decode_plain_full(&mut self, src: &mut BytesMut) -> Option<Bytes> {
-        self.plain_full::<false>(src)
-    }
-
-    /// Everything but LevelDB's common case: a compressed WAL's common case (an
-    /// intact FULL whose frame inflates) or a recycled RocksDB WAL's (an intact
-    /// recyclable FULL of this log, in a log the general loop found recycled), then
-    /// the general loop. Out of line: a call in `decode_plain_full` would cost
-    /// LevelDB's common case its inlining.
-    #[inline(never)]
-    fn decode_slow(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
-        let plain = if self.state.compressed {
-            self.plain_compressed_full(src)
-        } else {
-            self.plain_full::<true>(src)
-        };
-        match plain {
-            Some(record) => Ok(Some(record)),
-            None => self.decode_general(src, eof),
-        }
-    }
-
-    /// The general loop, marked cold so that the plain paths in `decode_slow` are
-    /// what the compiler optimizes for.
-    #[cold]
-    #[inline(never)]
-    fn decode_general(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
-        self.decode_inner(src, eof)
-    }
-
-    /// An intact FULL fragment with nothing skipped or open, in a log whose records
-    /// are not compressed: a legacy one, or a recyclable one of this log in a
-    /// recycled log (`RECYCLABLE`). One body for both, so both keep the same
-    /// inlining.
-    #[inline(always)]
-    fn plain_full<const RECYCLABLE: bool>(&mut self, src: &mut BytesMut) -> Option<Bytes> {
-        if self.state.compressed || (RECYCLABLE && !self.state.recycled) {
-            return None;
-        }
-        let fragment_len = self.intact_full::<RECYCLABLE>(src, self.max_record_bytes)?;
-        let header_len = if RECYCLABLE {
-            RECYCLABLE_HEADER_SIZE
-        } else {
-            HEADER_SIZE
-        };
-        let fragment_offset = self.offset;
-        let mut record = src.split_to(fragment_len).freeze();
-        record.advance(header_len);
-        self.offset += fragment_len as u64;
-        self.stats.fragments += 1;
-        Some(self.finish_record(fragment_offset, record))
-    }
-
-    /// A compressed log's common case: an intact FULL fragment (legacy, or
-    /// recyclable of this log in a recycled log) with nothing skipped or open, whose
-    /// frame inflates within the limit. Anything else, an empty record or a frame
-    /// that fails included, is left to the general loop, which says why.
-    #[inline(always)]
-    fn plain_compressed_full(&mut self, src: &mut BytesMut) -> Option<Bytes> {
-        let compression = self.state.compression?;
-        let limit = self.raw_record_limit();
-        let (fragment_len, header_len) = if self.state.recycled {
-            (
-                self.intact_full::<true>(src, limit)?,
-                RECYCLABLE_HEADER_SIZE,
-            )
-        } else {
-            (self.intact_full::<false>(src, limit)?, HEADER_SIZE)
-        };
-        if fragment_len == header_len {
-            return None;
-        }
-        let record = self
-            .state
-            .inflater
-            .inflate(
-                compression,
-                &src[header_len..fragment_len],
-                self.max_record_bytes,
-            )
-            .ok()?;
-        let fragment_offset = self.offset;
-        self.consume(src, fragment_len);
-        self.stats.fragments += 1;
-        Some(self.finish_record(fragment_offset, Bytes::from(record)))
-    }
-
-    /// The length of the intact FULL fragment at the start of `src`, of at most
-    /// `max_payload` bytes, when the decoder reads with nothing skipped or open: a
-    /// legacy one, or a recyclable one of this log (`RECYCLABLE`). `None` for
-    /// anything else, which the general loop decides.
-    #[inline(always)]
-    fn intact_full<const RECYCLABLE: bool>(
-        &self,
-        src: &BytesMut,
-        max_payload: usize,
-    ) -> Option<usize> {
-        if self.flow != Flow::Reading
-            || self.skip.is_some()
-            || !matches!(self.assembly, Assembly::Idle)
-            || self.zero_suspect.is_some()
-            || self.resyncing
-        {
-            return None;
-        }
-        let header_len = if RECYCLABLE {
-            RECYCLABLE_HEADER_SIZE
-        } else {
-            HEADER_SIZE
-        };
-        let block_left = BLOCK_SIZE - (self.offset % BLOCK_SIZE as u64) as usize;
-        let header = src.get(..header_len)?;
-        let stored_checksum = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-        let length = u16::from_le_bytes([header[4], header[5]]) as usize;
-        let fragment_len = header_len + length;
-        let full = if RECYCLABLE {
-            header[6] == FragmentType::RecyclableFull.as_u8()
-                && header[HEADER_SIZE..] == self.log_number_le
-        } else {
-            header[6] == RecordType::Full.as_u8()
-        };
-        if !full
-            || fragment_len > block_left
-            || fragment_len > src.len()
-            || length > max_payload
-            || self.offset < self.start_offset
-            || self.offset >= self.end_offset
-        {
-            return None;
-        }
-        if self.checksums
-            && fragment_crc_in_place(&src[HEADER_SIZE - 1..fragment_len]) != unmask(stored_checksum)
-        {
-            return None;
-        }
-        Some(fragment_len)
-    }
-
     #[inline(never)]
     fn decode_inner(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
         loop {
@@ -1305,7 +1155,7 @@ impl LogDecoder {
             let parsed = self.rules.parse(src, block_left);
             if let Some(header) = parsed.fragment_header() {
                 if header.log_number.is_some() && !self.legacy_data() {
-                    self.state.recycled = true;
+                    self.state.set_recycled();
                 }
             }
             match parsed {
@@ -1376,7 +1226,7 @@ impl LogDecoder {
     /// note it (it stays lean for LevelDB): the records it returned in a log not
     /// recycled were all legacy.
     fn legacy_data(&self) -> bool {
-        self.state.legacy_data || (!self.state.recycled && self.stats.records > 0)
+        self.state.legacy_data || (!self.state.is_recycled() && self.stats.records > 0)
     }
 
     /// RocksDB: whether a data fragment was read (records returned included).
@@ -1453,7 +1303,7 @@ impl LogDecoder {
     /// `at` as the end of the log, silently (what is after it may be the file's
     /// earlier content, cut by a crash mid-write). Returns whether it did.
     fn ends_recycled_log(&mut self, at: u64) -> bool {
-        if !self.state.recycled || self.recovery != Recovery::TolerateTail {
+        if !self.state.is_recycled() || self.recovery != Recovery::TolerateTail {
             return false;
         }
         if let Some(open) = self.abandon_assembly() {
@@ -1480,7 +1330,7 @@ impl LogDecoder {
     ) -> Result<(), Error> {
         let len = fragment.len();
         self.consume(src, len);
-        if self.legacy_data() && !self.state.recycled {
+        if self.legacy_data() && !self.state.is_recycled() {
             return self.unexpected_recyclable(at, len);
         }
         self.stats.old_fragment_bytes += len as u64;
@@ -1529,7 +1379,7 @@ impl LogDecoder {
     ) -> Result<Option<Bytes>, Error> {
         let fragment_len = fragment.len();
         let recyclable = fragment.log_number().is_some();
-        if recyclable && !self.state.recycled {
+        if recyclable && !self.state.is_recycled() {
             self.consume(src, fragment_len);
             self.unexpected_recyclable(fragment_offset, fragment_len)?;
             return Ok(None);
