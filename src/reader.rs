@@ -227,7 +227,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
     }
 }
 
-/// The pieces the streaming reader ([`crate::record_reader`]) drives.
+/// The pieces the streaming reader (`crate::record_reader`) drives.
 impl<R: AsyncRead + Unpin> LogReader<R> {
     /// Reads once more from the source into the buffer; a read of 0 bytes is EOF.
     pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {

@@ -198,7 +198,7 @@ impl WriterOptions {
     ///
     /// A live preallocated file cannot be followed or checked from outside while
     /// it is written: a [`LogTailer`](crate::LogTailer) that read the zeros ahead
-    /// of the writer fails with [`Error::LogChanged`](crate::Error::LogChanged)
+    /// of the writer fails with [`Error::LogChanged`]
     /// once the writer fills them in (it never skips the records written there),
     /// and `walcodec verify` on the live file notes that its result is for a live
     /// log (a read that overtakes the writer may see a record's later fragments but

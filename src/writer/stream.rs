@@ -2,7 +2,7 @@
 //! framed a fragment at a time into the writer's queue.
 //!
 //! A streamed record must be contiguous in the log, so while it is being read the
-//! writer's end belongs to it: [`State::streaming`] makes other appends wait (their
+//! writer's end belongs to it: [`State::streaming`](super::State::streaming) makes other appends wait (their
 //! queue room given back), and they go on once its last fragment is queued. The
 //! fragments go through the same queue, flusher and group commit as whole records,
 //! so memory stays within the queue's bound and one fragment.
