@@ -8,7 +8,7 @@
 //! the header must show under it, kept up to date by [`LogState`](super::dialect)
 //! whenever what it knows of the log changes. One body then serves every dialect,
 //! with no branch on the dialect and no second attempt: a recycled log's records
-//! cost what a LevelDB log's do, less the 4 bytes more of header each one checks.
+//! cost what a LevelDB log's do, plus the 4 more header bytes each one checks.
 //!
 //! Anything the plain path declines (another type, a damaged fragment, a fragment
 //! cut by the buffer, a decoder skipping or collecting) goes to the general loop,
@@ -67,8 +67,8 @@ impl FullShape {
         }
     }
 
-    /// The header's length, if `view` (at least [`PLAIN_HEADER_VIEW`] bytes from a
-    /// fragment's start) begins with a header of this shape.
+    /// The payload's length, if `view` (the first [`PLAIN_HEADER_VIEW`] bytes of a
+    /// fragment) begins with a header of this shape.
     #[inline(always)]
     fn payload_len(self, view: &[u8; PLAIN_HEADER_VIEW]) -> Option<usize> {
         let word: [u8; 8] = view[WORD_START..].try_into().expect("12 - 4 bytes");
