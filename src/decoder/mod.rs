@@ -12,20 +12,30 @@
 //! | skipping (`Skip`)        | bytes up to a block end: trailer, zero fill or damage   |
 //! | collecting (`Assembly`)  | reading fragments of a record that spans blocks         |
 //! | halted                   | ignored: end of a split, `PointInTime` stop, or error   |
+//!
+//! # Modules
+//!
+//! `recovery` names the recovery modes and `builder` holds a decoder's
+//! configuration. `plain` is the common case: an intact FULL fragment, taken without
+//! the general loop. `dialect` is what RocksDB's dialect knows of one log. This file
+//! is the general loop, where every rule of record assembly and recovery is decided.
 
+mod builder;
 mod dialect;
 mod plain;
+mod recovery;
+
+pub use builder::LogDecoderBuilder;
+pub use recovery::{ParseRecoveryError, Recovery};
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::AsyncRead;
-use tokio_util::codec::{Decoder, FramedRead};
+use tokio_util::codec::Decoder;
 
 use crate::error::{Corruption, CorruptionKind, Error};
-use crate::format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+use crate::format::{Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 use crate::fragment::{
     Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed, RECYCLABLE_HEADER_SIZE,
 };
@@ -36,147 +46,6 @@ use dialect::{LogState, MetadataReporter};
 
 /// The default bound on a record's size: 64 MiB.
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
-
-/// What the decoder does with a damaged log, modelled on RocksDB's `WALRecoveryMode`.
-///
-/// | mode                  | torn tail at EOF | other damage                        |
-/// |-----------------------|------------------|-------------------------------------|
-/// | `TolerateTail`        | clean end        | `Err`, ends the stream              |
-/// | `AbsoluteConsistency` | `Err`            | `Err`, ends the stream              |
-/// | `PointInTime`         | clean end        | reported, then a clean end there    |
-/// | `SkipCorrupted`       | clean end        | reported and skipped, as LevelDB    |
-///
-/// A *torn tail* is what a writer that died mid-write leaves: a header cut by EOF, a
-/// payload cut by EOF, or a fragmented record with no LAST fragment before EOF. In a
-/// file grown ahead with zeros ([`WriterOptions::preallocate`](crate::WriterOptions::preallocate))
-/// the same crash leaves a fragment whose payload ends in zeros that run on to EOF,
-/// so it fails its checksum: with nothing but zeros after it, that is a torn tail too
-/// (`SkipCorrupted` still reports it, as LevelDB's reader does). Only zeros that
-/// begin at a 512-byte sector boundary inside the fragment count: that is where a
-/// write can stop.
-///
-/// ```
-/// use tokio_util::codec::Decoder;
-/// use walcodec::{LogDecoder, LogEncoder, Recovery};
-///
-/// let mut log = bytes::BytesMut::new();
-/// LogEncoder::new().encode_record(b"complete", &mut log);
-/// LogEncoder::with_offset(log.len() as u64).encode_record(b"torn", &mut log);
-/// log.truncate(log.len() - 2); // the writer died mid-record
-///
-/// for recovery in Recovery::ALL {
-///     let mut decoder = LogDecoder::builder().recovery(recovery).build();
-///     let mut src = log.clone();
-///     let first = decoder.decode_eof(&mut src);
-///     if recovery == Recovery::AbsoluteConsistency {
-///         // A clean close was promised: a torn tail is an error.
-///         assert!(first.is_ok() && decoder.decode_eof(&mut src).is_err());
-///     } else {
-///         assert_eq!(first.unwrap().unwrap(), &b"complete"[..]);
-///         assert_eq!(decoder.decode_eof(&mut src).unwrap(), None);
-///         assert!(decoder.has_incomplete_tail());
-///     }
-/// }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum Recovery {
-    /// A torn tail is the end of the log; any other damage is an error.
-    #[default]
-    TolerateTail,
-    /// Any damage, a torn tail included, is an error: for logs that were closed cleanly.
-    AbsoluteConsistency,
-    /// Stop quietly at the first damage: everything before it is returned, nothing
-    /// after. [`LogDecoder::halted_at`] tells where the good prefix ends.
-    PointInTime,
-    /// LevelDB's reader: report each damaged piece and go on with the next block.
-    SkipCorrupted,
-}
-
-/// The corruption callback, shared by every decoder a builder builds (and by a
-/// decoder's clones): reports from all of them arrive at the one closure.
-impl Recovery {
-    /// Every mode, in the order of the table above.
-    pub const ALL: [Recovery; 4] = [
-        Recovery::TolerateTail,
-        Recovery::AbsoluteConsistency,
-        Recovery::PointInTime,
-        Recovery::SkipCorrupted,
-    ];
-
-    /// The mode's name in kebab case, as `Display` prints it and `FromStr` reads it
-    /// (e.g. `"tolerate-tail"`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Recovery::TolerateTail => "tolerate-tail",
-            Recovery::AbsoluteConsistency => "absolute-consistency",
-            Recovery::PointInTime => "point-in-time",
-            Recovery::SkipCorrupted => "skip-corrupted",
-        }
-    }
-
-    /// RocksDB's name for the mode (`WALRecoveryMode`).
-    pub const fn rocksdb_name(self) -> &'static str {
-        match self {
-            Recovery::TolerateTail => "kTolerateCorruptedTailRecords",
-            Recovery::AbsoluteConsistency => "kAbsoluteConsistency",
-            Recovery::PointInTime => "kPointInTimeRecovery",
-            Recovery::SkipCorrupted => "kSkipAnyCorruptedRecords",
-        }
-    }
-}
-
-/// Prints the kebab-case name: `tolerate-tail`, `absolute-consistency`,
-/// `point-in-time`, `skip-corrupted`.
-impl fmt::Display for Recovery {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A name [`Recovery::from_str`] does not know.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParseRecoveryError {
-    input: String,
-}
-
-impl fmt::Display for ParseRecoveryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown recovery mode {:?} (expected tolerate-tail, absolute-consistency, point-in-time or skip-corrupted)",
-            self.input
-        )
-    }
-}
-
-impl std::error::Error for ParseRecoveryError {}
-
-/// Reads the kebab-case name (`Display`'s), case-insensitively and with `_` for
-/// `-`, or RocksDB's `WALRecoveryMode` name.
-///
-/// ```
-/// use walcodec::Recovery;
-///
-/// let mode: Recovery = "point-in-time".parse().unwrap();
-/// assert_eq!(mode, Recovery::PointInTime);
-/// assert_eq!("kSkipAnyCorruptedRecords".parse(), Ok(Recovery::SkipCorrupted));
-/// assert_eq!(Recovery::TolerateTail.to_string(), "tolerate-tail");
-/// assert!("sometimes".parse::<Recovery>().is_err());
-/// ```
-impl FromStr for Recovery {
-    type Err = ParseRecoveryError;
-
-    fn from_str(input: &str) -> Result<Recovery, ParseRecoveryError> {
-        let wanted = input.trim().to_ascii_lowercase().replace('_', "-");
-        Recovery::ALL
-            .into_iter()
-            .find(|mode| mode.name() == wanted || mode.rocksdb_name() == input.trim())
-            .ok_or_else(|| ParseRecoveryError {
-                input: input.to_owned(),
-            })
-    }
-}
 
 type Reporter = Arc<Mutex<dyn FnMut(&Corruption) + Send>>;
 
@@ -212,239 +81,6 @@ pub struct DecodeStats {
     pub old_fragment_bytes: u64,
     /// RocksDB: fragments of unknown types with bit 7 set, which readers skip.
     pub ignored_fragments: u64,
-}
-
-/// Configures a [`LogDecoder`].
-///
-/// ```
-/// use std::sync::{Arc, Mutex};
-/// use walcodec::{LogDecoder, Recovery};
-///
-/// let reports = Arc::new(Mutex::new(Vec::new()));
-/// let sink = reports.clone();
-/// let decoder = LogDecoder::builder()
-///     .recovery(Recovery::SkipCorrupted)
-///     .max_record_bytes(1 << 20)
-///     .on_corruption(move |c| sink.lock().unwrap().push(c.to_string()))
-///     .build();
-/// assert_eq!(decoder.offset(), 0);
-/// ```
-///
-/// A builder is a reusable configuration: [`build`](Self::build) takes `&self`, so
-/// one builder makes any number of decoders, all with the same settings and the
-/// same reporter.
-#[must_use]
-#[derive(Clone)]
-pub struct LogDecoderBuilder {
-    recovery: Recovery,
-    checksums: bool,
-    max_record_bytes: usize,
-    start_offset: u64,
-    end_offset: Option<u64>,
-    reporter: Option<Reporter>,
-    dialect: Dialect,
-    log_number: u64,
-    compression: Option<WalCompressionType>,
-    metadata: Option<MetadataReporter>,
-}
-
-impl fmt::Debug for LogDecoderBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LogDecoderBuilder")
-            .field("recovery", &self.recovery)
-            .field("checksums", &self.checksums)
-            .field("max_record_bytes", &self.max_record_bytes)
-            .field("start_offset", &self.start_offset)
-            .field("end_offset", &self.end_offset)
-            .field("dialect", &self.dialect)
-            .field("log_number", &self.log_number)
-            .field("compression", &self.compression)
-            .field("reporter", &self.reporter.is_some())
-            .field("metadata", &self.metadata.is_some())
-            .finish()
-    }
-}
-
-impl Default for LogDecoderBuilder {
-    fn default() -> Self {
-        LogDecoderBuilder {
-            recovery: Recovery::default(),
-            checksums: true,
-            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
-            start_offset: 0,
-            end_offset: None,
-            reporter: None,
-            dialect: Dialect::LevelDb,
-            log_number: 0,
-            compression: None,
-            metadata: None,
-        }
-    }
-}
-
-impl LogDecoderBuilder {
-    /// How damage is handled (default [`Recovery::TolerateTail`]).
-    pub fn recovery(&mut self, recovery: Recovery) -> &mut Self {
-        self.recovery = recovery;
-        self
-    }
-
-    /// Whether fragment checksums are verified (default `true`; LevelDB's `checksum`).
-    pub fn checksums(&mut self, verify: bool) -> &mut Self {
-        self.checksums = verify;
-        self
-    }
-
-    /// The largest record the decoder will assemble (default 64 MiB). A larger one is
-    /// damage: an error, or in `SkipCorrupted` a report, never an unbounded allocation.
-    pub fn max_record_bytes(&mut self, max: usize) -> &mut Self {
-        self.max_record_bytes = max;
-        self
-    }
-
-    /// The engine whose log format the log is in (default [`Dialect::LevelDb`]:
-    /// LevelDB's five types, anything else unknown). [`Dialect::RocksDb`] reads
-    /// RocksDB's WALs: recyclable fragments, compressed records and metadata
-    /// records.
-    ///
-    /// A recycled WAL ends at the first fragment of an older log: the decoder stops
-    /// there for good. So a [`LogTailer`](crate::LogTailer) following a recycled WAL
-    /// that RocksDB is still writing stops where the live records ended when it got
-    /// there; follow a recycled WAL by reopening it at the last checkpoint instead.
-    /// Compressed records are inflated whole (the streaming reader inflates them
-    /// fragment by fragment), within [`max_record_bytes`](Self::max_record_bytes).
-    pub fn dialect(&mut self, dialect: Dialect) -> &mut Self {
-        self.dialect = dialect;
-        self
-    }
-
-    /// The log's number, which RocksDB's recyclable fragments carry (default 0):
-    /// RocksDB names a WAL after it (`000012.log` is log 12). A recyclable fragment
-    /// with another number is left from the file's earlier use and ends the log.
-    /// Only the low 32 bits are stored in a header, so only those are compared.
-    pub fn log_number(&mut self, log_number: u64) -> &mut Self {
-        self.log_number = log_number;
-        self
-    }
-
-    /// RocksDB: the compression the log's type-9 record declares, for a decoder that
-    /// does not see that record because it starts past it
-    /// ([`start_offset`](Self::start_offset) beyond the log's first block). A type-9
-    /// record the decoder does read overrides it.
-    /// [`LogReader::open_at`](crate::LogReader::open_at) reads it from the file's
-    /// start by itself.
-    pub fn wal_compression(&mut self, compression: WalCompressionType) -> &mut Self {
-        self.compression = Some(compression);
-        self
-    }
-
-    /// RocksDB: called with the offset and contents of every metadata record the
-    /// decoder reads (compression type, timestamp sizes, predecessor WAL info).
-    /// Shared by every decoder this builder builds, like
-    /// [`on_corruption`](Self::on_corruption). The latest values are also kept by
-    /// the decoder ([`LogDecoder::wal_compression`] and the like).
-    pub fn on_metadata<F>(&mut self, callback: F) -> &mut Self
-    where
-        F: FnMut(u64, &MetadataRecord) + Send + 'static,
-    {
-        self.metadata = Some(Arc::new(Mutex::new(callback)));
-        self
-    }
-
-    /// Return only records whose first fragment starts at or after `offset`.
-    ///
-    /// The bytes fed to the decoder must begin at [`block_start(offset)`](crate::block_start):
-    /// seek the source there. Fragments of a record that began earlier are skipped
-    /// silently.
-    pub fn start_offset(&mut self, offset: u64) -> &mut Self {
-        self.start_offset = offset;
-        self
-    }
-
-    /// Stop at the first record whose first fragment starts at or after `offset`; the
-    /// record that straddles `offset` is still read to its end. With
-    /// [`start_offset`](Self::start_offset) this reads one split `[start, end)` of a log.
-    pub fn end_offset(&mut self, offset: u64) -> &mut Self {
-        self.end_offset = Some(offset);
-        self
-    }
-
-    /// Called with every piece of the log the decoder drops. Without a reporter,
-    /// damage is still counted in [`LogDecoder::stats`].
-    ///
-    /// Every decoder this builder builds (and every clone of one) reports to this
-    /// one closure; it is called with a lock held, one report at a time.
-    pub fn on_corruption<F>(&mut self, reporter: F) -> &mut Self
-    where
-        F: FnMut(&Corruption) + Send + 'static,
-    {
-        self.reporter = Some(Arc::new(Mutex::new(reporter)));
-        self
-    }
-
-    /// Whether a decoder starting at `start_offset` would miss what RocksDB's
-    /// compression-type record at the log's start says (it is read only from the
-    /// log's first block), so a reader of a file should read it first: see
-    /// [`learn_log_start`](Self::learn_log_start).
-    pub(crate) fn needs_log_start(&self, start_offset: u64) -> bool {
-        self.dialect == Dialect::RocksDb
-            && self.compression.is_none()
-            && block_start(start_offset) > 0
-    }
-
-    /// Takes the compression from an intact type-9 record at the start of `log_start`
-    /// (the log's first bytes), if there is one.
-    pub(crate) fn learn_log_start(&mut self, log_start: &[u8]) {
-        let rules = FragmentRules::new(self.dialect).verify_checksums(self.checksums);
-        if let Parsed::Fragment(fragment) = rules.parse(log_start, BLOCK_SIZE) {
-            if fragment.fragment_type() == Some(FragmentType::SetCompressionType) {
-                if let Ok(compression) =
-                    WalCompressionType::parse(&log_start[fragment.payload_range()])
-                {
-                    self.compression = Some(compression);
-                }
-            }
-        }
-    }
-
-    /// A decoder with the configured settings. The builder is unchanged: build
-    /// again for another decoder just like it.
-    pub fn build(&self) -> LogDecoder {
-        let base = block_start(self.start_offset);
-        LogDecoder {
-            rules: FragmentRules::new(self.dialect)
-                .log_number(self.log_number)
-                .verify_checksums(self.checksums),
-            state: LogState::new(self.log_number, self.compression),
-            metadata: self.metadata.clone(),
-            recovery: self.recovery,
-            checksums: self.checksums,
-            max_record_bytes: self.max_record_bytes,
-            start_offset: self.start_offset,
-            end_offset: self.end_offset.unwrap_or(u64::MAX),
-            reporter: self.reporter.clone(),
-            offset: base,
-            skip: None,
-            assembly: Assembly::Idle,
-            resyncing: self.start_offset > 0,
-            flow: Flow::Reading,
-            last_record: None,
-            valid_end: self.start_offset,
-            incomplete_tail: false,
-            zero_suspect: None,
-            stats: DecodeStats::default(),
-            fragments: false,
-            mark: FragmentMark::Whole { start: 0 },
-            cut_short: None,
-        }
-    }
-
-    /// A [`FramedRead`] of `io` with the configured decoder and a read buffer of
-    /// [`FRAMED_READ_CAPACITY`](crate::FRAMED_READ_CAPACITY) bytes (see
-    /// [`LogDecoder::framed_read`]).
-    pub fn new_read<R: AsyncRead>(&self, io: R) -> FramedRead<R, LogDecoder> {
-        self.framed_read(io)
-    }
 }
 
 /// A record being put together from its fragments.
@@ -575,9 +211,10 @@ enum Flow {
 
 /// Decodes records from the LevelDB log format.
 ///
-/// Use it with [`FramedRead`] over any [`AsyncRead`]: a file, a socket, a pipe. Each
-/// record comes out as [`Bytes`]; a record that fits in one fragment is a view of the
-/// read buffer (no copy), a fragmented one is copied once into its own buffer.
+/// Use it with [`FramedRead`](tokio_util::codec::FramedRead) over any
+/// [`AsyncRead`](tokio::io::AsyncRead): a file, a socket, a pipe. Each record comes
+/// out as [`Bytes`]; a record that fits in one fragment is a view of the read buffer
+/// (no copy), a fragmented one is copied once into its own buffer.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
