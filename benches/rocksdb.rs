@@ -35,6 +35,7 @@
 //!   `WALCODEC_BENCH_DIR` (default: the system temp dir) holds the files.
 
 use std::hint::black_box;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -269,10 +270,7 @@ const FILE_MIB: usize = 64;
 
 /// The legacy and recyclable logs of `case` written as files of about `FILE_MIB`
 /// MiB each (the same records repeated), in `dir`.
-fn write_files(
-    case: &RecyclableCase,
-    dir: &std::path::Path,
-) -> (std::path::PathBuf, std::path::PathBuf) {
+fn write_files(case: &RecyclableCase, dir: &Path) -> (PathBuf, PathBuf) {
     let repeat = (FILE_MIB << 20) / case.legacy.len().max(1);
     let write = |name: &str, builder: &LogEncoderBuilder| {
         let path = dir.join(name);
@@ -297,7 +295,7 @@ fn write_files(
 
 /// Reads every record of the file at `path` through `LogReader::open_at`,
 /// returning the records' bytes.
-async fn read_file(path: &std::path::Path, builder: &LogDecoderBuilder) -> usize {
+async fn read_file(path: &Path, builder: &LogDecoderBuilder) -> usize {
     let mut reader = LogReader::open_at(path, 0, builder).await.unwrap();
     let mut total = 0;
     while let Some(record) = reader.next_record().await {
@@ -336,7 +334,7 @@ fn paired_table() {
     );
     println!("|---:|---:|---:|---:|---:|");
     let dir = std::env::var_os("WALCODEC_BENCH_DIR")
-        .map(std::path::PathBuf::from)
+        .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     let dir = tempfile::tempdir_in(dir).unwrap();
     for (name, size) in RECORD_SIZES {
@@ -378,13 +376,13 @@ fn in_memory_ratio(case: &RecyclableCase) -> f64 {
 
 /// Recyclable / legacy throughput of `LogReader`s over page-cached files of
 /// `case`'s records, written in `dir`.
-fn file_ratio(case: &RecyclableCase, dir: &std::path::Path) -> f64 {
+fn file_ratio(case: &RecyclableCase, dir: &Path) -> f64 {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let (legacy_file, recycled_file) = write_files(case, dir);
-    let read_timed = |path: &std::path::Path, builder: &LogDecoderBuilder| {
+    let read_timed = |path: &Path, builder: &LogDecoderBuilder| {
         let start = Instant::now();
         black_box(runtime.block_on(read_file(path, builder)));
         start.elapsed()

@@ -24,12 +24,9 @@ pub(super) struct LogState {
     recycled: bool,
     /// The low 32 bits of the log number, as a recyclable header stores them.
     log_number: u32,
-    /// The FULL fragments of this log's data: legacy ones, or recyclable ones of
-    /// its number once it is found recycled.
-    full_shape: FullShape,
-    /// What the decoder's plain path takes: `full_shape`, or nothing in a
-    /// compressed log (whose records have their own path). Kept here, digested, so
-    /// that the plain path asks one question whatever the dialect.
+    /// What the decoder's plain path takes: [`LogState::full_shape`], or nothing
+    /// in a compressed log (whose records have their own path). Kept here, digested,
+    /// so that the plain path asks one question whatever the dialect.
     plain_shape: FullShape,
     /// A legacy data fragment came before any recyclable one: a recyclable fragment
     /// after it is damage.
@@ -58,7 +55,6 @@ impl LogState {
         let mut state = LogState {
             recycled: false,
             log_number: log_number as u32,
-            full_shape: FullShape::LEGACY,
             plain_shape: FullShape::LEGACY,
             legacy_data: false,
             data_seen: false,
@@ -84,10 +80,15 @@ impl LogState {
         self.refresh_shapes();
     }
 
-    /// The FULL fragments of the log's data.
+    /// The FULL fragments of the log's data: legacy ones, or recyclable ones of
+    /// its number once it is found recycled.
     #[inline(always)]
     pub(super) fn full_shape(&self) -> FullShape {
-        self.full_shape
+        if self.recycled {
+            FullShape::recyclable(self.log_number)
+        } else {
+            FullShape::LEGACY
+        }
     }
 
     /// What the decoder's plain path takes.
@@ -111,17 +112,12 @@ impl LogState {
         self.refresh_shapes();
     }
 
-    /// The shapes after a change of what the log is known to be.
+    /// The plain path's shape after a change of what the log is known to be.
     fn refresh_shapes(&mut self) {
-        self.full_shape = if self.recycled {
-            FullShape::recyclable(self.log_number)
-        } else {
-            FullShape::LEGACY
-        };
         self.plain_shape = if self.compressed {
             FullShape::NONE
         } else {
-            self.full_shape
+            self.full_shape()
         };
     }
 
