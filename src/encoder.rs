@@ -1,7 +1,10 @@
 //! `LogEncoder`: frames records into 32 KiB blocks exactly as LevelDB's `log::Writer`,
 //! or as RocksDB's (recyclable headers, WAL compression) when built so.
 
-use bytes::{BufMut, BytesMut};
+use std::fmt;
+use std::marker::PhantomData;
+
+use bytes::{BufMut, Bytes, BytesMut};
 use tokio_util::codec::Encoder;
 
 use crate::format::{fragment_header, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
@@ -141,8 +144,9 @@ impl LogEncoderBuilder {
         self
     }
 
-    /// The encoder.
-    pub fn build(&self) -> LogEncoder {
+    /// The encoder. Its item type (see [`LogEncoder`]) is inferred from how it is
+    /// used: slices unless a sink of owned records says otherwise.
+    pub fn build<T: ?Sized>(&self) -> LogEncoder<T> {
         LogEncoder {
             offset: self.offset,
             format: self.format,
@@ -151,6 +155,7 @@ impl LogEncoderBuilder {
                 .format
                 .is_compressed()
                 .then(|| crate::compression::RecordCompressor::new(self.format.header_size())),
+            items: PhantomData,
         }
     }
 }
@@ -172,32 +177,142 @@ impl LogEncoderBuilder {
 /// assert_eq!((position.start, position.end), (0, 10));
 /// assert_eq!(&log[..], b"\xdd\x5f\xb3\x7a\x03\x00\x01foo");
 /// ```
-#[derive(Debug, Clone, Default)]
-pub struct LogEncoder {
+///
+/// # Items: slices or owned records
+///
+/// As a tokio-util [`Encoder`], a `LogEncoder<T>` takes one item type, named by
+/// its parameter `T`:
+///
+/// | encoder | items a sink takes |
+/// |---|---|
+/// | `LogEncoder` (= `LogEncoder<[u8]>`, the default) | `&[u8]` |
+/// | `LogEncoder<Bytes>` | [`Bytes`], what a `FramedRead` of a log yields |
+/// | `LogEncoder<BytesMut>` | [`BytesMut`] |
+/// | `LogEncoder<Vec<u8>>` | `Vec<u8>` |
+///
+/// One item type per encoder keeps `sink.close()` and `sink.flush()` free of
+/// annotations (a sink of two item types could not tell which `Sink` they mean),
+/// and [`LogEncoder::new`] infers `T` from how the sink is used, so a copy from a
+/// decoder's stream into an encoder's sink needs no names at all:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// # let mut src_log = Vec::new();
+/// # let mut sink = tokio_util::codec::FramedWrite::new(&mut src_log, walcodec::LogEncoder::new());
+/// # futures::SinkExt::send(&mut sink, b"one".as_slice()).await?;
+/// # futures::SinkExt::close(&mut sink).await?;
+/// # let src = &src_log[..];
+/// # let mut dst = Vec::new();
+/// use futures::StreamExt;
+/// use tokio_util::codec::{FramedRead, FramedWrite};
+/// use walcodec::{LogDecoder, LogEncoder};
+///
+/// FramedRead::new(src, LogDecoder::new())
+///     .forward(FramedWrite::new(&mut dst, LogEncoder::new()))
+///     .await?;
+/// assert_eq!(dst, src_log);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Owned items, then `flush` and `close` with no type named:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use bytes::Bytes;
+/// use futures::SinkExt;
+/// use tokio_util::codec::FramedWrite;
+/// use walcodec::LogEncoder;
+///
+/// let mut log = Vec::new();
+/// let mut sink = FramedWrite::new(&mut log, LogEncoder::new());
+/// sink.feed(Bytes::from_static(b"owned")).await?;
+/// sink.flush().await?;
+/// sink.send(Bytes::from(vec![1, 2, 3])).await?;
+/// sink.close().await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// The methods that need no sink ([`encode_record`](LogEncoder::encode_record) and
+/// the metadata records) take `&[u8]` and are on `LogEncoder` itself, so
+/// `LogEncoder::new()` used alone, as above, needs no annotation either.
+pub struct LogEncoder<T: ?Sized = [u8]> {
     offset: u64,
     format: LogFormat,
     #[cfg(feature = "zstd")]
     compressor: Option<crate::compression::RecordCompressor>,
+    /// The item type of the `Encoder` impl; `fn(&T)` keeps the encoder `Send`,
+    /// `Sync` and `Unpin` whatever `T` is.
+    items: PhantomData<fn(&T)>,
+}
+
+impl<T: ?Sized> fmt::Debug for LogEncoder<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogEncoder")
+            .field("offset", &self.offset)
+            .field("format", &self.format)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: ?Sized> Clone for LogEncoder<T> {
+    fn clone(&self) -> Self {
+        LogEncoder {
+            offset: self.offset,
+            format: self.format,
+            #[cfg(feature = "zstd")]
+            compressor: self.compressor.clone(),
+            items: PhantomData,
+        }
+    }
+}
+
+impl<T: ?Sized> Default for LogEncoder<T> {
+    fn default() -> Self {
+        LogEncoderBuilder::default().build()
+    }
 }
 
 impl LogEncoder {
-    /// An encoder for a new, empty log.
-    pub fn new() -> LogEncoder {
-        LogEncoder::default()
-    }
-
     /// A builder, to write one of RocksDB's formats or to start at an offset.
     pub fn builder() -> LogEncoderBuilder {
         LogEncoderBuilder::default()
     }
 
+    /// Appends one record to `dst` and returns where it sits in the log.
+    #[inline]
+    pub fn encode_record(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
+        self.encode_item(record, dst)
+    }
+}
+
+impl<T: ?Sized> LogEncoder<T> {
+    /// An encoder for a new, empty log.
+    pub fn new() -> Self {
+        LogEncoder::default()
+    }
+
     /// An encoder that continues a log already `len` bytes long (LevelDB's
     /// `Writer(dest, dest_length)`): the next record is aligned as if this encoder had
     /// written those bytes.
-    pub fn with_offset(len: u64) -> LogEncoder {
+    pub fn with_offset(len: u64) -> Self {
         LogEncoder {
             offset: len,
             ..LogEncoder::default()
+        }
+    }
+
+    /// The same encoder, at the same place in the same log, for items of type `U`.
+    pub fn with_items<U: ?Sized>(self) -> LogEncoder<U> {
+        LogEncoder {
+            offset: self.offset,
+            format: self.format,
+            #[cfg(feature = "zstd")]
+            compressor: self.compressor,
+            items: PhantomData,
         }
     }
 
@@ -252,9 +367,9 @@ impl LogEncoder {
         }
     }
 
-    /// Appends one record to `dst` and returns where it sits in the log.
+    /// [`encode_record`](LogEncoder::encode_record) for any item type.
     #[inline]
-    pub fn encode_record(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
+    pub(crate) fn encode_item(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
         if self.format != LogFormat::leveldb() {
             return self.encode_rocksdb(record, dst);
         }
@@ -399,7 +514,11 @@ impl LogEncoder {
             end: self.offset,
         }
     }
+}
 
+// The metadata records, like `encode_record`, are written without a sink: on
+// `LogEncoder` (slices) alone, so that `LogEncoder::new()` needs no annotation.
+impl LogEncoder {
     /// Appends RocksDB's user-defined timestamp-size record (type 10, or 11 with a
     /// recyclable header): the timestamp sizes of column families that records after
     /// it use. Returns where it sits; it is not a logical record.
@@ -453,7 +572,9 @@ impl LogEncoder {
             dst,
         )
     }
+}
 
+impl<T: ?Sized> LogEncoder<T> {
     /// A metadata record of `legacy_type` (its recyclable type is the next byte),
     /// whole in one block (`db/log_writer.cc`, `MaybeSwitchToNewBlock`).
     fn encode_metadata(&mut self, legacy_type: u8, payload: &[u8], dst: &mut BytesMut) -> Position {
@@ -562,11 +683,9 @@ fn compressed_len_bound(len: usize) -> usize {
         .saturating_add(4)
 }
 
-/// Records go in as byte slices: send `&record[..]` (or `record.as_ref()`) for a
-/// `Vec<u8>` or [`Bytes`](bytes::Bytes). One item type, so a
-/// `FramedWrite<_, LogEncoder>` is a sink of exactly one kind, and `sink.flush()`
-/// and `sink.close()` need no type annotation. (The encoder copies every record
-/// into the write buffer, so an owned item would save nothing.)
+/// Records go in as byte slices: the default `LogEncoder` (= `LogEncoder<[u8]>`)
+/// is a sink of `&[u8]`, one item type, so `sink.flush()` and `sink.close()` need no
+/// type annotation.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -580,6 +699,7 @@ fn compressed_len_bound(len: usize) -> usize {
 /// let owned: Vec<u8> = b"an owned record".to_vec();
 /// sink.send(&owned[..]).await?;
 /// sink.send(b"a literal".as_slice()).await?;
+/// sink.flush().await?;
 /// sink.close().await?;
 /// # Ok(())
 /// # }
@@ -588,10 +708,29 @@ impl Encoder<&[u8]> for LogEncoder {
     type Error = Error;
 
     fn encode(&mut self, record: &[u8], dst: &mut BytesMut) -> Result<(), Error> {
-        self.encode_record(record, dst);
+        self.encode_item(record, dst);
         Ok(())
     }
 }
+
+/// Owned records: `LogEncoder<Bytes>` (what a decoder's stream yields),
+/// `LogEncoder<BytesMut>` and `LogEncoder<Vec<u8>>` each take their own type, one
+/// item type per encoder (see [`LogEncoder`]). The record is copied into the write
+/// buffer all the same.
+macro_rules! owned_items {
+    ($($item:ty),*) => {$(
+        impl Encoder<$item> for LogEncoder<$item> {
+            type Error = Error;
+
+            fn encode(&mut self, record: $item, dst: &mut BytesMut) -> Result<(), Error> {
+                self.encode_item(&record, dst);
+                Ok(())
+            }
+        }
+    )*};
+}
+
+owned_items!(Bytes, BytesMut, Vec<u8>);
 
 #[cfg(test)]
 mod tests {
@@ -722,7 +861,7 @@ mod tests {
 
     #[test]
     fn leveldb_format_is_the_default() {
-        assert_eq!(LogEncoder::new().format(), LogFormat::leveldb());
+        assert_eq!(LogEncoder::<[u8]>::new().format(), LogFormat::leveldb());
         let mut a = BytesMut::new();
         let mut b = BytesMut::new();
         for record in [&b"x"[..], &[9u8; 70_000][..], b""] {

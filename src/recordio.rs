@@ -83,6 +83,7 @@
 
 use std::fmt;
 use std::io;
+use std::marker::PhantomData;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -285,13 +286,21 @@ impl RecordIoCodecBuilder {
         self
     }
 
-    /// The configured codec.
+    /// The configured codec, a sink of `&[u8]` (see [`RecordIoCodec`] for owned
+    /// items: [`new_codec_for`](Self::new_codec_for)).
     pub fn new_codec(&self) -> RecordIoCodec {
+        self.new_codec_for()
+    }
+
+    /// The configured codec for items of type `T` (`[u8]`, [`Bytes`],
+    /// [`BytesMut`] or `Vec<u8>`), inferred from how its sink is used.
+    pub fn new_codec_for<T: ?Sized>(&self) -> RecordIoCodec<T> {
         RecordIoCodec {
             max_record_bytes: self.max_record_bytes,
             lenient: self.lenient,
             offset: 0,
             state: State::Header,
+            items: PhantomData,
         }
     }
 
@@ -300,12 +309,14 @@ impl RecordIoCodecBuilder {
         FramedRead::new(io, self.new_codec())
     }
 
-    /// A [`FramedWrite`] to `io` with the configured codec.
-    pub fn new_write<W: AsyncWrite>(&self, io: W) -> FramedWrite<W, RecordIoCodec> {
-        FramedWrite::new(io, self.new_codec())
+    /// A [`FramedWrite`] to `io` with the configured codec; its item type is
+    /// inferred from use (see [`RecordIoCodec`]).
+    pub fn new_write<W: AsyncWrite, T: ?Sized>(&self, io: W) -> FramedWrite<W, RecordIoCodec<T>> {
+        FramedWrite::new(io, self.new_codec_for())
     }
 
-    /// A [`Framed`] over `io` with the configured codec, for both directions.
+    /// A [`Framed`] over `io` with the configured codec, for both directions; a
+    /// sink of `&[u8]` (for owned items: `Framed::new(io, builder.new_codec_for())`).
     pub fn new_framed<T: AsyncRead + AsyncWrite>(&self, io: T) -> Framed<T, RecordIoCodec> {
         Framed::new(io, self.new_codec())
     }
@@ -350,16 +361,65 @@ enum State {
 ///
 /// Decoded records are views of the read buffer ([`BytesMut::split_to`]), never
 /// copied. See the [module documentation](self) for what the decoder accepts.
-#[derive(Clone)]
-pub struct RecordIoCodec {
+///
+/// # Items: slices or owned records
+///
+/// As an [`Encoder`] the codec takes one item type, its parameter `T`, as
+/// [`LogEncoder`](crate::LogEncoder) does: `RecordIoCodec` (= `RecordIoCodec<[u8]>`)
+/// takes `&[u8]`; `RecordIoCodec<Bytes>`, `<BytesMut>` and `<Vec<u8>>` take their
+/// own type. One item type keeps `sink.close()` free of annotations.
+///
+/// Most uses of this codec only read, so [`RecordIoCodec::new`],
+/// [`RecordIoCodecBuilder::new_codec`], [`new_read`](RecordIoCodecBuilder::new_read)
+/// and [`new_framed`](RecordIoCodecBuilder::new_framed) give the default, `&[u8]`,
+/// and need no annotation when nothing is written. Where the sink's items decide,
+/// [`RecordIoCodec::default`], [`new_codec_for`](RecordIoCodecBuilder::new_codec_for)
+/// and [`new_write`](RecordIoCodecBuilder::new_write) infer `T`: an echo is
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), walcodec::RecordIoError> {
+/// use futures::{SinkExt, StreamExt};
+/// use tokio_util::codec::Framed;
+/// use walcodec::RecordIoCodec;
+///
+/// let (a, b) = tokio::io::duplex(1024);
+/// let echo = tokio::spawn(async move {
+///     let (sink, stream) = Framed::new(b, RecordIoCodec::default()).split();
+///     stream.forward(sink).await
+/// });
+/// let mut client = RecordIoCodec::builder().new_framed(a);
+/// client.send(b"ping".as_slice()).await?;
+/// assert_eq!(client.next().await.unwrap()?, &b"ping"[..]);
+/// client.flush().await?;
+/// client.close().await?;
+/// echo.await.unwrap()?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct RecordIoCodec<T: ?Sized = [u8]> {
     max_record_bytes: usize,
     lenient: bool,
     /// Stream offset of the first byte of the decode buffer.
     offset: u64,
     state: State,
+    /// The item type of the `Encoder` impl (see above).
+    items: PhantomData<fn(&T)>,
 }
 
-impl fmt::Debug for RecordIoCodec {
+impl<T: ?Sized> Clone for RecordIoCodec<T> {
+    fn clone(&self) -> Self {
+        RecordIoCodec {
+            max_record_bytes: self.max_record_bytes,
+            lenient: self.lenient,
+            offset: self.offset,
+            state: self.state,
+            items: PhantomData,
+        }
+    }
+}
+
+impl<T: ?Sized> fmt::Debug for RecordIoCodec<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match self.state {
             State::Header => "header",
@@ -375,9 +435,9 @@ impl fmt::Debug for RecordIoCodec {
     }
 }
 
-impl Default for RecordIoCodec {
+impl<T: ?Sized> Default for RecordIoCodec<T> {
     fn default() -> Self {
-        RecordIoCodecBuilder::default().new_codec()
+        RecordIoCodecBuilder::default().new_codec_for()
     }
 }
 
@@ -454,6 +514,19 @@ impl RecordIoCodec {
     /// A builder to configure one.
     pub fn builder() -> RecordIoCodecBuilder {
         RecordIoCodecBuilder::default()
+    }
+}
+
+impl<T: ?Sized> RecordIoCodec<T> {
+    /// The same codec, in the same state, for items of type `U`.
+    pub fn with_items<U: ?Sized>(self) -> RecordIoCodec<U> {
+        RecordIoCodec {
+            max_record_bytes: self.max_record_bytes,
+            lenient: self.lenient,
+            offset: self.offset,
+            state: self.state,
+            items: PhantomData,
+        }
     }
 
     /// The largest record the decoder accepts.
@@ -559,7 +632,7 @@ fn format_header(mut len: u64, buf: &mut [u8; MAX_HEADER_BYTES]) -> &[u8] {
     }
 }
 
-impl Decoder for RecordIoCodec {
+impl<T: ?Sized> Decoder for RecordIoCodec<T> {
     type Item = Bytes;
     type Error = RecordIoError;
 
@@ -645,8 +718,8 @@ impl Decoder for RecordIoCodec {
 /// Writes any size: the limit is the reader's to enforce. A record above a peer's
 /// limit (8 MiB by default for this decoder) is one it will refuse.
 ///
-/// Records go in as byte slices (`&record[..]` for owned ones): one item type, so
-/// `sink.close()` on a `FramedWrite<_, RecordIoCodec>` needs no type annotation.
+/// Records go in as byte slices: one item type, so `sink.close()` on a
+/// `FramedWrite<_, RecordIoCodec>` needs no type annotation.
 impl Encoder<&[u8]> for RecordIoCodec {
     type Error = RecordIoError;
 
@@ -656,6 +729,23 @@ impl Encoder<&[u8]> for RecordIoCodec {
         Ok(())
     }
 }
+
+/// Owned records, one item type per codec (see [`RecordIoCodec`]).
+macro_rules! owned_items {
+    ($($item:ty),*) => {$(
+        impl Encoder<$item> for RecordIoCodec<$item> {
+            type Error = RecordIoError;
+
+            #[inline]
+            fn encode(&mut self, record: $item, dst: &mut BytesMut) -> Result<(), RecordIoError> {
+                self.encode_record(&record, dst);
+                Ok(())
+            }
+        }
+    )*};
+}
+
+owned_items!(Bytes, BytesMut, Vec<u8>);
 
 #[cfg(test)]
 mod tests {
