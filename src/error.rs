@@ -69,7 +69,7 @@ pub enum Error {
 
     /// A [`LogDir`](crate::LogDir) has segments on both sides of a missing number:
     /// records were lost (a file deleted by hand, a bad copy). Nothing is repaired.
-    #[error("log directory is missing segment {}", crate::logdir::segment_name(*segment))]
+    #[error("log directory is missing segment {}", crate::names::segment_name(*segment))]
     MissingSegment {
         /// The first missing segment number.
         segment: u64,
@@ -77,7 +77,7 @@ pub enum Error {
 
     /// A sealed segment of a [`LogDir`](crate::LogDir) (any but the last) is damaged
     /// or does not end cleanly: only the last segment may end in a torn tail.
-    #[error("segment {} is damaged: {source}", crate::logdir::segment_name(*segment))]
+    #[error("segment {} is damaged: {source}", crate::names::segment_name(*segment))]
     BadSegment {
         /// The segment's number.
         segment: u64,
@@ -87,7 +87,7 @@ pub enum Error {
     },
 
     /// The segment a read needs was purged (or lies before the first segment).
-    #[error("segment {} was purged", crate::logdir::segment_name(*segment))]
+    #[error("segment {} was purged", crate::names::segment_name(*segment))]
     Purged {
         /// The segment's number.
         segment: u64,
@@ -130,7 +130,7 @@ pub enum Error {
     /// A [`LogDir`](crate::LogDir) accepts no more appends because a rotation, a
     /// truncation or a write failed; records acknowledged before are durable.
     /// Reopening the directory recovers it.
-    #[error("log directory stopped by a failure in segment {}; reopen it to recover", crate::logdir::segment_name(*segment))]
+    #[error("log directory stopped by a failure in segment {}; reopen it to recover", crate::names::segment_name(*segment))]
     DirPoisoned {
         /// The segment that was active.
         segment: u64,

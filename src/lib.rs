@@ -81,6 +81,7 @@ pub mod fragment;
 mod framed;
 mod logdir;
 pub mod metadata;
+mod names;
 pub mod physical;
 mod reader;
 mod record_decoder;

@@ -65,8 +65,7 @@ async fn run_dir(rng: &mut SplitMix, dir: &Path) -> Run {
         .writer(
             WriterOptions::new()
                 .preallocate(preallocate)
-                .max_batch_bytes(max_batch_bytes)
-                .clone(),
+                .max_batch_bytes(max_batch_bytes),
         )
         .dir_storage(Arc::new(sim) as Arc<dyn DirStorage>)
         .open(dir)

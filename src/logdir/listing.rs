@@ -111,7 +111,7 @@ mod tests {
                 .iter()
                 .map(|&number| SegmentInfo {
                     number,
-                    path: PathBuf::from(super::super::segment_name(number)),
+                    path: PathBuf::from(crate::names::segment_name(number)),
                     len: 10,
                 })
                 .collect(),

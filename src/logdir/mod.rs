@@ -23,7 +23,6 @@ pub use fs::{DirStorage, OsDirStorage};
 pub use listing::{SegmentInfo, SegmentList};
 pub use position::{LogPosition, ParsePositionError};
 pub use reader::{DirReader, DirRecord};
-pub(crate) use segment::segment_name;
 
 use fs::blocking;
 use segment::segment_path;
@@ -44,7 +43,7 @@ pub const DEFAULT_MAX_SEGMENT_BYTES: u64 = 64 << 20;
 /// let dir = tempfile::tempdir()?;
 /// let log = LogDir::builder()
 ///     .max_segment_bytes(16 << 20)
-///     .writer(WriterOptions::new().max_batch_bytes(256 * 1024).clone())
+///     .writer(WriterOptions::new().max_batch_bytes(256 * 1024))
 ///     .retain_bytes(1 << 30)
 ///     .retain_age(Duration::from_secs(7 * 24 * 3600))
 ///     .open(dir.path())
@@ -110,8 +109,11 @@ impl LogDirOptions {
     /// [`Error::TruncatedUnderReader`] when the writer fills them in (it cannot
     /// tell that from a rewritten file); keep preallocation off for a log followed
     /// from another process. Readers in the writer's process are not affected.
-    pub fn writer(&mut self, options: WriterOptions) -> &mut Self {
-        self.writer = options;
+    ///
+    /// Takes what the [`WriterOptions`] setters return (`&mut WriterOptions`) as
+    /// well as an owned value, so a chain of setters needs no `.clone()`.
+    pub fn writer(&mut self, options: impl Into<WriterOptions>) -> &mut Self {
+        self.writer = options.into();
         self
     }
 

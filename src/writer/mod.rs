@@ -113,6 +113,21 @@ impl Default for WriterOptions {
     }
 }
 
+/// What the setters return, so `LogDirOptions::writer(WriterOptions::new().idle_spin(..))`
+/// takes a chain of setters without a `.clone()`.
+impl From<&mut WriterOptions> for WriterOptions {
+    fn from(options: &mut WriterOptions) -> WriterOptions {
+        options.clone()
+    }
+}
+
+/// A copy of shared options.
+impl From<&WriterOptions> for WriterOptions {
+    fn from(options: &WriterOptions) -> WriterOptions {
+        options.clone()
+    }
+}
+
 impl WriterOptions {
     /// The defaults: 1 MiB batches, 4 MiB of queue, no minimum sync interval, 50 µs of
     /// idle spin.

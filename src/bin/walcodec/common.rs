@@ -1,133 +1,18 @@
 //! What the subcommands share: exit status, errors, record formatting, and opening a
 //! log for a record-by-record read.
 
-use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
 
 use clap::ValueEnum;
 use walcodec::{
     block_start, Corruption, CorruptionKind, LogDecoder, LogDecoderBuilder, LogReader, Recovery,
-    DEFAULT_MAX_RECORD_BYTES,
 };
 
 use crate::dialect::{DialectArgs, LogChoice};
+pub(crate) use crate::failure::{io_message, Failure, Status};
 use crate::input::{BlockingReader, Input, InputEnd};
-
-/// What a command found in a log; maps to the exit status documented in `--help`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Status {
-    /// Nothing wrong.
-    Clean,
-    /// The tail is torn, nothing else is wrong.
-    TornTail,
-    /// Something was dropped.
-    Corrupt,
-}
-
-impl Status {
-    /// The exit status of a usage or I/O error.
-    pub(crate) const ERROR_CODE: u8 = 2;
-
-    pub(crate) fn code(self) -> u8 {
-        match self {
-            Status::Clean => 0,
-            Status::Corrupt => 1,
-            Status::TornTail => 3,
-        }
-    }
-
-    /// The status of a read that made `corruptions` reports and saw (or not) a torn
-    /// tail: corruption outranks a torn tail.
-    pub(crate) fn judge(corruptions: u64, torn_tail: bool) -> Status {
-        if corruptions > 0 {
-            Status::Corrupt
-        } else if torn_tail {
-            Status::TornTail
-        } else {
-            Status::Clean
-        }
-    }
-}
-
-/// An error that stops a command: printed as one line, exit status 2.
-#[derive(Debug)]
-pub(crate) struct Failure {
-    message: String,
-    broken_pipe: bool,
-}
-
-impl Failure {
-    pub(crate) fn new(message: impl Into<String>) -> Failure {
-        Failure {
-            message: message.into(),
-            broken_pipe: false,
-        }
-    }
-
-    /// An I/O error on `path` (`-` is stdin).
-    pub(crate) fn io(path: &Path, error: io::Error) -> Failure {
-        Failure::named(&crate::input::input_name(path), error)
-    }
-
-    /// An I/O error on the input or output that messages call `name`.
-    pub(crate) fn named(name: &str, error: io::Error) -> Failure {
-        Failure::new(format!("{name}: {}", io_message(&error)))
-    }
-
-    /// An error of the library while reading or writing `path`.
-    pub(crate) fn log(path: &Path, error: walcodec::Error) -> Failure {
-        match error {
-            walcodec::Error::Io(e) => Failure::io(path, e),
-            other => Failure::new(format!("{}: {other}", path.display())),
-        }
-    }
-
-    /// Whether this is stdout's reader going away, which ends a command quietly.
-    pub(crate) fn is_broken_pipe(&self) -> bool {
-        self.broken_pipe
-    }
-}
-
-/// Errors writing to stdout (the only I/O without a path).
-impl From<io::Error> for Failure {
-    fn from(error: io::Error) -> Failure {
-        Failure {
-            broken_pipe: error.kind() == io::ErrorKind::BrokenPipe,
-            message: format!("stdout: {}", io_message(&error)),
-        }
-    }
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-/// The error text without Rust's " (os error N)" suffix, which users do not need.
-pub(crate) fn io_message(error: &io::Error) -> String {
-    let text = error.to_string();
-    match text.find(" (os error") {
-        Some(cut) => text[..cut].to_string(),
-        None => text,
-    }
-}
-
-/// Bounds that apply to every command.
-#[derive(Debug, Clone, Copy, clap::Args)]
-pub(crate) struct Limits {
-    /// The largest record read or written. A larger one in a log is reported as damage
-    /// ("record too large"); it bounds the memory a damaged or hostile log can take.
-    /// Streamed records (`cat --record`, `write --stream`) are not bounded by it.
-    #[arg(long, global = true, value_name = "BYTES", default_value_t = DEFAULT_MAX_RECORD_BYTES)]
-    pub(crate) max_record_bytes: usize,
-    /// Stop reading the input at this offset. A regular file is read up to the length
-    /// it had when opened and a pipe or `-` (stdin) until it is closed; a character
-    /// device such as /dev/zero may never end, so it is read only with this bound.
-    #[arg(long, global = true, value_name = "BYTES")]
-    pub(crate) max_input_bytes: Option<u64>,
-}
+pub(crate) use crate::limits::Limits;
 
 /// How a reading command treats damage (RocksDB's WAL recovery modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -33,7 +33,7 @@ use walcodec::fragment::{sniff, FragmentRules, Sniffed, LEGACY_HEADER_SIZE};
 use walcodec::metadata::WalCompressionType;
 use walcodec::{Corruption, CorruptionKind, Dialect, BLOCK_SIZE};
 
-use crate::common::Failure;
+use crate::failure::Failure;
 use crate::input::Input;
 
 /// The flags every reading command takes.

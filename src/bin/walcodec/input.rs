@@ -27,10 +27,10 @@ use std::time::SystemTime;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::io::{AsyncRead, ReadBuf};
 
-use crate::common::{Failure, Limits};
+pub(crate) use crate::failure::{input_name, Failure, STDIN};
+use crate::limits::Limits;
 
 /// The path that names stdin.
-const STDIN: &str = "-";
 
 /// An input opened again, for reads of its own at offsets of their own: a
 /// `std::fs::File` each, which std reads into spare capacity without zeroing it.
@@ -373,15 +373,6 @@ impl AsyncRead for BlockingReader {
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
-    }
-}
-
-/// How messages name the input at `path`: stdin for `-`, else the path.
-pub(crate) fn input_name(path: &Path) -> String {
-    if path == Path::new(STDIN) {
-        "stdin".to_string()
-    } else {
-        path.display().to_string()
     }
 }
 
