@@ -141,6 +141,8 @@ pub enum Error {
 }
 
 /// How a followed log changed under its reader ([`Error::LogChanged`]).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LogChange {
@@ -185,6 +187,8 @@ impl fmt::Display for LogChange {
 ///
 /// Displays as the reason text LevelDB's `log::Reader` gives (without its numeric
 /// suffixes), so reports can be compared with LevelDB's.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CorruptionKind {
@@ -279,6 +283,7 @@ impl fmt::Display for CorruptionKind {
 /// [`on_corruption`](crate::LogDecoderBuilder::on_corruption) reporter.
 ///
 /// Displays as LevelDB's log line: `offset N: dropping B bytes; reason`.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Corruption {
     offset: u64,

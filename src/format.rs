@@ -29,6 +29,8 @@ const MASK_DELTA: u32 = 0xa282_ead8;
 ///
 /// A logical record is either one `Full` fragment or `First`, any number of `Middle`,
 /// and `Last`.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum RecordType {
@@ -241,6 +243,7 @@ pub const fn block_start(offset: u64) -> u64 {
 /// Where a record sits in a log: `start` is the offset of its first fragment's header
 /// (after any trailer padding that preceded it), `end` the offset just past its last
 /// byte. Offsets are logical file offsets, usable as checkpoints.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Position {
     /// Offset of the record's first header.

@@ -74,6 +74,8 @@ pub const RECYCLABLE_HEADER_SIZE: usize = 11;
 ///
 /// The type byte alone cannot tell the dialects apart (RocksDB and Pebble give types
 /// 9–11 different meanings), so readers are told.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Dialect {

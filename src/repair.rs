@@ -30,6 +30,7 @@ use crate::{
 ///  0                      valid_len                  file_len
 ///  |  complete records    |  torn record and/or zeros |
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TailScan {
     /// End of the last complete record (0 for a log without one): the length to cut

@@ -50,6 +50,8 @@ pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
 type Reporter = Arc<Mutex<dyn FnMut(&Corruption) + Send>>;
 
 /// Counters of what a decoder has seen.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DecodeStats {

@@ -11,6 +11,7 @@ use crate::Error;
 
 /// One segment file of a log directory, as [`LogDir::list`](crate::LogDir::list)
 /// found it.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SegmentInfo {
@@ -24,6 +25,7 @@ pub struct SegmentInfo {
 
 /// The segments of a log directory, in order, and the numbers missing between
 /// them; from [`LogDir::list`](crate::LogDir::list).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SegmentList {

@@ -89,6 +89,46 @@ impl FromStr for LogPosition {
     }
 }
 
+/// A position is the string `000007:1234` in human-readable formats (JSON, TOML,
+/// YAML: what a service's own state file holds), and the pair `(segment, offset)`
+/// in binary ones.
+#[cfg(feature = "serde")]
+impl serde::Serialize for LogPosition {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            serializer.collect_str(self)
+        } else {
+            (self.segment, self.offset).serialize(serializer)
+        }
+    }
+}
+
+/// The string `000007:1234` (any number of segment digits) in human-readable
+/// formats, the pair `(segment, offset)` in binary ones.
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for LogPosition {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        if deserializer.is_human_readable() {
+            struct Text;
+            impl serde::de::Visitor<'_> for Text {
+                type Value = LogPosition;
+
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a log position SEGMENT:OFFSET, e.g. 000007:1234")
+                }
+
+                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<LogPosition, E> {
+                    text.parse().map_err(E::custom)
+                }
+            }
+            deserializer.deserialize_str(Text)
+        } else {
+            let (segment, offset) = <(u64, u64)>::deserialize(deserializer)?;
+            Ok(LogPosition { segment, offset })
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

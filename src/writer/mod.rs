@@ -851,6 +851,8 @@ impl AsyncLogWriter {
 /// A *batch* is one round of the flusher that wrote bytes: one write, then one sync
 /// unless every record in it was appended with
 /// [`append_buffered`](AsyncLogWriter::append_buffered).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WriterStats {
