@@ -42,7 +42,7 @@ use walcodec::{DirReader, DirRecord, LogDir, LogPosition, SegmentList};
 use crate::cat::{PayloadWriter, To};
 use crate::common::{escape_into, finish, hex_into, stdout, Failure, Limits, Status};
 use crate::dump::Format;
-use crate::json::JsonObject;
+use crate::json::{self, JsonObject};
 use crate::verdict::{result_text, SummaryFormat};
 
 /// The options each command takes on a directory (with the path itself, `file`).
@@ -417,21 +417,16 @@ fn format_record(record: &DirRecord, format: Format, max_bytes: Option<usize>, l
     let shown = &record.data[..max_bytes.map_or(len, |max| max.min(len))];
     let omitted = len - shown.len();
     match format {
-        Format::Json => {
-            line.extend_from_slice(
-                format!(
-                    "{{\"position\":\"{}\",\"end\":\"{}\",\"len\":{len},\"data\":\"",
-                    record.start, record.end
-                )
-                .as_bytes(),
-            );
-            hex_into(shown, line);
-            line.push(b'"');
-            if max_bytes.is_some() {
-                line.extend_from_slice(format!(",\"omitted\":{omitted}").as_bytes());
-            }
-            line.push(b'}');
-        }
+        Format::Json => json::write_line(
+            &json::DirRecordLine {
+                position: record.start,
+                end: record.end,
+                len,
+                data: json::Hex(shown),
+                omitted: max_bytes.map(|_| omitted),
+            },
+            line,
+        ),
         _ => {
             line.extend_from_slice(format!("{} {len} ", record.start).as_bytes());
             if format == Format::Hex {

@@ -35,6 +35,7 @@ use crate::common::{
 };
 use crate::dialect::{DialectArg, DialectArgs, LogChoice};
 use crate::input::Input;
+use crate::json;
 use crate::parallel::{read, JobsArgs, StrictMode};
 use crate::scan::{Settings, What};
 
@@ -133,18 +134,16 @@ pub(crate) fn format_record(
                 line.extend_from_slice(format!("…(+{omitted} bytes)").as_bytes());
             }
         }
-        Format::Json => {
-            let end = record.position.end;
-            line.extend_from_slice(
-                format!("{{\"offset\":{start},\"end\":{end},\"len\":{len},\"data\":\"").as_bytes(),
-            );
-            hex_into(shown, line);
-            line.push(b'"');
-            if max_bytes.is_some() {
-                line.extend_from_slice(format!(",\"omitted\":{omitted}").as_bytes());
-            }
-            line.push(b'}');
-        }
+        Format::Json => json::write_line(
+            &json::FileRecordLine {
+                offset: start,
+                end: record.position.end,
+                len,
+                data: json::Hex(shown),
+                omitted: max_bytes.map(|_| omitted),
+            },
+            line,
+        ),
         Format::Batch | Format::BatchJson => {
             return format_batch(record, batch_dialect, format == Format::BatchJson, line);
         }

@@ -1,108 +1,107 @@
-//! A JSON object writer for `verify --format json` and `stat --format json`.
-//!
-//! Written here rather than taken from serde_json: the tool prints two fixed objects
-//! of counters, a few strings and one array, so a builder of forty lines does it, and
-//! the part that is easy to get wrong, string escaping (RFC 8259 section 7), is short
-//! and tested below. The CLI's tests parse every object with serde_json.
+//! The JSON objects of `verify`, `stat`, `dir` and `dump --format batch-json`, built
+//! field by field in a fixed order and written by serde_json (with `preserve_order`,
+//! so fields come out in the order they are added, as the `--help` texts list them).
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use walcodec::LogPosition;
+
+use crate::common::hex_into;
 
 /// One JSON object, built field by field in the order the fields are added.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct JsonObject {
-    text: String,
-    empty: bool,
+    fields: Map<String, Value>,
 }
 
 impl JsonObject {
     pub(crate) fn new() -> JsonObject {
-        JsonObject {
-            text: String::from("{"),
-            empty: true,
-        }
+        JsonObject::default()
     }
 
-    fn key(&mut self, name: &str) -> &mut String {
-        if !self.empty {
-            self.text.push(',');
-        }
-        self.empty = false;
-        write_string(name, &mut self.text);
-        self.text.push(':');
-        &mut self.text
+    fn field(&mut self, name: &str, value: Value) -> &mut Self {
+        self.fields.insert(name.to_string(), value);
+        self
     }
 
     pub(crate) fn number(&mut self, name: &str, value: u64) -> &mut Self {
-        let text = self.key(name);
-        text.push_str(&value.to_string());
-        self
+        self.field(name, value.into())
     }
 
     pub(crate) fn boolean(&mut self, name: &str, value: bool) -> &mut Self {
-        let text = self.key(name);
-        text.push_str(if value { "true" } else { "false" });
-        self
+        self.field(name, value.into())
     }
 
     pub(crate) fn string(&mut self, name: &str, value: &str) -> &mut Self {
-        let text = self.key(name);
-        write_string(value, text);
-        self
+        self.field(name, value.into())
     }
 
     pub(crate) fn strings(&mut self, name: &str, values: &[String]) -> &mut Self {
-        let text = self.key(name);
-        text.push('[');
-        for (i, value) in values.iter().enumerate() {
-            if i > 0 {
-                text.push(',');
-            }
-            write_string(value, text);
-        }
-        text.push(']');
-        self
+        self.field(name, values.into())
     }
 
     pub(crate) fn object(&mut self, name: &str, value: JsonObject) -> &mut Self {
-        let text = self.key(name);
-        text.push_str(&value.finish());
-        self
+        self.field(name, Value::Object(value.fields))
     }
 
     pub(crate) fn objects(&mut self, name: &str, values: Vec<JsonObject>) -> &mut Self {
-        let text = self.key(name);
-        text.push('[');
-        for (i, value) in values.into_iter().enumerate() {
-            if i > 0 {
-                text.push(',');
-            }
-            text.push_str(&value.finish());
-        }
-        text.push(']');
-        self
+        let values = values
+            .into_iter()
+            .map(|value| Value::Object(value.fields))
+            .collect();
+        self.field(name, Value::Array(values))
     }
 
     /// The object's text, without a newline.
-    pub(crate) fn finish(mut self) -> String {
-        self.text.push('}');
-        self.text
+    pub(crate) fn finish(self) -> String {
+        Value::Object(self.fields).to_string()
     }
 }
 
-/// Appends `value` as a JSON string: quotes, backslashes and control characters
-/// escaped; everything else, non-ASCII included, as it is (JSON text is UTF-8).
-fn write_string(value: &str, text: &mut String) {
-    text.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => text.push_str("\\\""),
-            '\\' => text.push_str("\\\\"),
-            '\n' => text.push_str("\\n"),
-            '\r' => text.push_str("\\r"),
-            '\t' => text.push_str("\\t"),
-            c if (c as u32) < 0x20 => text.push_str(&format!("\\u{:04x}", c as u32)),
-            c => text.push(c),
-        }
+/// A line of `dump --format json`: a record by its offsets in the file, its bytes
+/// in hex.
+#[derive(Debug, Serialize)]
+pub(crate) struct FileRecordLine<'a> {
+    pub(crate) offset: u64,
+    pub(crate) end: u64,
+    pub(crate) len: usize,
+    pub(crate) data: Hex<'a>,
+    /// Bytes cut by `--max-bytes` (present only with it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) omitted: Option<usize>,
+}
+
+/// A line of `dir dump --format json`: a record by its positions in the log
+/// (`"000007:1234"`, the library's own serde form), its bytes in hex.
+#[derive(Debug, Serialize)]
+pub(crate) struct DirRecordLine<'a> {
+    pub(crate) position: LogPosition,
+    pub(crate) end: LogPosition,
+    pub(crate) len: usize,
+    pub(crate) data: Hex<'a>,
+    /// Bytes cut by `--max-bytes` (present only with it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) omitted: Option<usize>,
+}
+
+/// Bytes written as a JSON string of lowercase hex.
+#[derive(Debug)]
+pub(crate) struct Hex<'a>(pub(crate) &'a [u8]);
+
+impl Serialize for Hex<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut text = Vec::with_capacity(self.0.len() * 2);
+        hex_into(self.0, &mut text);
+        // hex_into writes ASCII digits only.
+        serializer.serialize_str(std::str::from_utf8(&text).unwrap_or_default())
     }
-    text.push('"');
+}
+
+/// Appends `value` as one line of JSON, without the newline.
+pub(crate) fn write_line(value: &impl Serialize, line: &mut Vec<u8>) {
+    // Writing these types into a Vec cannot fail: no I/O, no maps with non-string
+    // keys, no floats.
+    let _ = serde_json::to_writer(line, value);
 }
 
 #[cfg(test)]
