@@ -516,6 +516,7 @@ impl LogDecoder {
     }
 
     fn report(&self, corruption: &Corruption) {
+        crate::observe::damage(corruption, self.recovery);
         if let Some(reporter) = &self.reporter {
             // A reporter that panicked once still hears about later damage.
             let mut report = reporter

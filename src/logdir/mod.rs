@@ -27,6 +27,7 @@ pub use reader::{DirReader, DirRecord};
 use fs::blocking;
 use segment::segment_path;
 
+use crate::observe::{self, DirObserver};
 use crate::{AsyncLogWriter, Error, LogDecoder, LogReader, WriterOptions};
 
 /// Default size at which the active segment is sealed and the next one started: 64 MiB.
@@ -61,6 +62,7 @@ pub struct LogDirOptions {
     retain_age: Option<Duration>,
     recycle_segments: usize,
     storage: Arc<dyn DirStorage>,
+    name: String,
 }
 
 impl fmt::Debug for LogDirOptions {
@@ -71,6 +73,7 @@ impl fmt::Debug for LogDirOptions {
             .field("retain_bytes", &self.retain_bytes)
             .field("retain_age", &self.retain_age)
             .field("recycle_segments", &self.recycle_segments)
+            .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }
@@ -84,6 +87,7 @@ impl Default for LogDirOptions {
             retain_age: None,
             recycle_segments: 0,
             storage: Arc::new(OsDirStorage),
+            name: String::new(),
         }
     }
 }
@@ -115,6 +119,24 @@ impl LogDirOptions {
     pub fn writer(&mut self, options: impl Into<WriterOptions>) -> &mut Self {
         self.writer = options.into();
         self
+    }
+
+    /// The log's name (default empty): the `log` label of its metrics (feature
+    /// `metrics`) and the `log` field of its events (feature `tracing`). Its
+    /// writers carry it too, unless [`WriterOptions::name`] names them.
+    pub fn name(&mut self, name: impl Into<String>) -> &mut Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The writer options of a segment: [`writer`](Self::writer)'s, named after
+    /// the log unless they name themselves.
+    fn segment_writer(&self) -> WriterOptions {
+        let mut writer = self.writer.clone();
+        if writer.name_in_use().is_empty() {
+            writer.name(self.name.clone());
+        }
+        writer
     }
 
     /// After each rotation, purge the oldest sealed segments while all segments
@@ -194,6 +216,10 @@ impl LogDirOptions {
     /// open.
     pub async fn open(&self, path: impl AsRef<Path>) -> Result<LogDir, Error> {
         let dir = path.as_ref().to_path_buf();
+        observe::within(observe::open_span(&dir), self.open_at(dir.clone())).await
+    }
+
+    async fn open_at(&self, dir: PathBuf) -> Result<LogDir, Error> {
         {
             let dir = dir.clone();
             let storage = Arc::clone(&self.storage);
@@ -216,17 +242,31 @@ impl LogDirOptions {
                 .await
                 .map_err(std::io::Error::other)??
         };
-        let recovered = recovery::recover(
-            &dir,
-            &self.storage,
-            self.writer.unsynced_window(),
-            self.recycle_segments,
+        let recovered = observe::within(
+            observe::recovery_span(&dir),
+            recovery::recover(
+                &dir,
+                &self.storage,
+                self.writer.unsynced_window(),
+                self.recycle_segments,
+            ),
         )
         .await?;
+        let observer = DirObserver::new(&self.name);
+        observer.recovered(
+            &dir,
+            recovered.sealed.len(),
+            recovered.active,
+            recovered.active_len,
+            recovered.purged_through,
+        );
+        observer.size(
+            recovered.sealed.len() + 1,
+            recovered.sealed.values().sum::<u64>() + recovered.active_len,
+        );
         let storage = self.storage.storage(recovered.active_file);
         let writer = self
-            .writer
-            .clone()
+            .segment_writer()
             .format(
                 recovered
                     .active_format
@@ -257,6 +297,7 @@ impl LogDirOptions {
                 end: watch::channel(end).0,
                 purging: tokio::sync::Mutex::new(()),
                 lock: Mutex::new(Some(lock)),
+                observer,
             }),
         })
     }
@@ -358,6 +399,8 @@ pub(crate) struct Inner {
     purging: tokio::sync::Mutex<()>,
     /// The directory's `flock`; released by `close`.
     lock: Mutex<Option<std::fs::File>>,
+    /// Events and metrics (features `tracing`, `metrics`).
+    observer: DirObserver,
 }
 
 impl Inner {
@@ -644,6 +687,8 @@ impl LogDir {
         *active = Active::new(next, writer, 0);
         self.inner.catalog().active = next;
         self.inner.end.send_replace(LogPosition::new(next, 0));
+        self.inner.observer.rotated(segment, len, next);
+        self.report_size();
         Ok(next)
     }
 
@@ -669,12 +714,11 @@ impl LogDir {
                 }
             };
             return options
-                .writer
-                .clone()
+                .segment_writer()
                 .format(format)
                 .from_storage(storage.storage(file), len);
         }
-        let mut writer = options.writer.clone();
+        let mut writer = options.segment_writer();
         writer.format(options.new_segment_format(number));
         let pooled = self.inner.catalog().pool.pop();
         if let Some(old) = pooled {
@@ -694,6 +738,7 @@ impl LogDir {
             })
             .await;
             let (file, allocated) = file?;
+            self.inner.observer.reused(old, number);
             return writer.start_on_reused(storage.storage(file), allocated);
         }
         let file = recovery::create_segment(&self.inner.dir, number, storage).await?;
@@ -793,6 +838,7 @@ impl LogDir {
         })
         .await?;
         let (pooled, result) = result;
+        self.inner.observer.pooled(&pooled);
         let mut catalog = self.inner.catalog();
         catalog.pool.extend(pooled);
         match result {
@@ -801,6 +847,9 @@ impl LogDir {
                     catalog.sealed.remove(segment);
                 }
                 catalog.purged_through = catalog.purged_through.max(through);
+                drop(catalog);
+                self.inner.observer.purged(&victims);
+                self.report_size();
                 Ok(victims)
             }
             Err((failed, e)) => {
@@ -851,10 +900,14 @@ impl LogDir {
             total -= len;
             cut = Some(LogPosition::new(segment, len));
         }
-        match cut {
-            Some(cut) => self.purge_before(cut).await,
-            None => Ok(Vec::new()),
-        }
+        let Some(cut) = cut else {
+            return Ok(Vec::new());
+        };
+        let purged = self.purge_before(cut).await?;
+        self.inner
+            .observer
+            .retention(&purged, options.retain_bytes, options.retain_age);
+        Ok(purged)
     }
 
     async fn sealed_longer_than(&self, segment: u64, age: Duration) -> bool {
@@ -865,6 +918,21 @@ impl LogDir {
                 .is_ok_and(|elapsed| elapsed > age),
             Err(_) => false,
         }
+    }
+
+    /// Sets the segment-count and size gauges (feature `metrics`).
+    fn report_size(&self) {
+        let catalog = self.inner.catalog();
+        let end = *self.inner.end.borrow();
+        let active_len = if end.segment == catalog.active {
+            end.offset
+        } else {
+            0
+        };
+        let sealed_bytes: u64 = catalog.sealed.values().sum();
+        self.inner
+            .observer
+            .size(catalog.sealed.len() + 1, sealed_bytes + active_len);
     }
 
     async fn auto_retention(&self) {

@@ -121,15 +121,16 @@ pub(crate) async fn recover(
         file.sync_all().await?;
         0
     } else {
-        recover_file(
+        let scan = recover_file(
             &mut file,
             DEFAULT_MAX_RECORD_BYTES,
             unsynced_window,
             scan_format,
         )
         .await
-        .map_err(|e| bad_segment(last, e))?
-        .valid_len
+        .map_err(|e| bad_segment(last, e))?;
+        crate::observe::tail_cut(&path, &scan);
+        scan.valid_len
     };
     file.seek(SeekFrom::Start(active_len)).await?;
     Ok(Recovered {

@@ -259,6 +259,7 @@ fn publish(
         state.queued_permits.min(n)
     };
     state.queued_permits -= release;
+    let queued_bytes = state.buf.len();
     if !batch.led && !state.has_work() {
         // The flusher is about to watch for work: say so before the waiters wake,
         // or an appender woken here would find it still busy and queue behind it
@@ -275,6 +276,9 @@ fn publish(
     }
     drop(state);
 
+    shared
+        .observer
+        .batch(records, n, sync_latency, queued_bytes);
     if batch.must_sync {
         shared.durable_end.send_replace(batch.end);
     }
@@ -469,6 +473,7 @@ fn fail(shared: &Shared, batch: Vec<Entry>, error: io::Error) {
     let mut state = shared.lock();
     let error = Arc::new(error);
     if state.failure.is_none() {
+        shared.observer.poisoned(state.durable_len, &error);
         state.failure = Some(Failure {
             offset: state.durable_len,
             error: Arc::clone(&error),

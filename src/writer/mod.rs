@@ -52,6 +52,7 @@ pub use storage::{FileStorage, Storage};
 pub use stream::DEFAULT_STREAM_STALL_TIMEOUT;
 
 use crate::format::Position;
+use crate::observe::{self, WriterObserver};
 use crate::repair::recover_file;
 use crate::{Error, LogEncoder, DEFAULT_MAX_RECORD_BYTES};
 
@@ -63,6 +64,9 @@ pub const DEFAULT_MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
 
 /// Default time the flusher watches for new work before sleeping: 50 µs.
 pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(50);
+
+/// Default sync latency from which feature `tracing` warns of a slow sync: 1 s.
+pub const DEFAULT_SLOW_SYNC_THRESHOLD: Duration = Duration::from_secs(1);
 
 /// Configures an [`AsyncLogWriter`], then opens it.
 ///
@@ -95,6 +99,8 @@ pub struct WriterOptions {
     format: crate::LogFormat,
     stream_stall_timeout: Duration,
     leader_writes: bool,
+    name: String,
+    slow_sync_threshold: Duration,
 }
 
 impl Default for WriterOptions {
@@ -109,6 +115,8 @@ impl Default for WriterOptions {
             format: crate::LogFormat::leveldb(),
             stream_stall_timeout: DEFAULT_STREAM_STALL_TIMEOUT,
             leader_writes: true,
+            name: String::new(),
+            slow_sync_threshold: DEFAULT_SLOW_SYNC_THRESHOLD,
         }
     }
 }
@@ -264,10 +272,37 @@ impl WriterOptions {
         self
     }
 
+    /// The writer's name (default empty): the `log` label of its metrics (feature
+    /// `metrics`) and the `log` field of its events (feature `tracing`), so one
+    /// process's logs can be told apart. A [`LogDir`](crate::LogDir) names its
+    /// writers after itself ([`LogDirOptions::name`](crate::LogDirOptions::name))
+    /// unless this is set.
+    pub fn name(&mut self, name: impl Into<String>) -> &mut Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The name set by [`name`](Self::name).
+    pub(crate) fn name_in_use(&self) -> &str {
+        &self.name
+    }
+
+    /// With feature `tracing`, a sync that takes this long or longer is a WARN
+    /// event `slow log sync` with its latency (default
+    /// [`DEFAULT_SLOW_SYNC_THRESHOLD`], 1 s). Without the feature it has no effect.
+    pub fn slow_sync_threshold(&mut self, threshold: Duration) -> &mut Self {
+        self.slow_sync_threshold = threshold;
+        self
+    }
+
     /// Creates a new, empty log at `path` (failing if the file exists) and syncs its
     /// directory so the new name survives a crash.
     pub async fn create(&self, path: impl AsRef<Path>) -> Result<AsyncLogWriter, Error> {
         let path = path.as_ref();
+        observe::within(observe::open_span(path), self.create_at(path)).await
+    }
+
+    async fn create_at(&self, path: &Path) -> Result<AsyncLogWriter, Error> {
         let file = tokio::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -303,6 +338,10 @@ impl WriterOptions {
     /// number would lose a whole log.
     pub async fn open(&self, path: impl AsRef<Path>) -> Result<AsyncLogWriter, Error> {
         let path = path.as_ref();
+        observe::within(observe::open_span(path), self.open_at(path)).await
+    }
+
+    async fn open_at(&self, path: &Path) -> Result<AsyncLogWriter, Error> {
         let created = tokio::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -327,6 +366,8 @@ impl WriterOptions {
                     self.format,
                 )
                 .await?;
+                observe::tail_cut(path, &scan);
+                observe::opened(path, scan.valid_len);
                 self.from_file(file, scan.valid_len).await
             }
             Err(e) => Err(e.into()),
@@ -432,6 +473,7 @@ impl WriterOptions {
             durable_end: watch::channel(len).0,
             leader_writes: self.leader_writes,
             io: Mutex::new(flush::Io { storage, allocated }),
+            observer: WriterObserver::new(&self.name, self.slow_sync_threshold),
         });
         let flusher = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -936,6 +978,8 @@ struct Shared {
     leader_writes: bool,
     /// The file: used by the flusher thread, or by an append that leads.
     io: Mutex<flush::Io>,
+    /// Events and metrics (features `tracing`, `metrics`).
+    observer: WriterObserver,
 }
 
 impl Shared {

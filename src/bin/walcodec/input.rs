@@ -30,8 +30,6 @@ use tokio::io::{AsyncRead, ReadBuf};
 pub(crate) use crate::failure::{input_name, Failure, STDIN};
 use crate::limits::Limits;
 
-/// The path that names stdin.
-
 /// An input opened again, for reads of its own at offsets of their own: a
 /// `std::fs::File` each, which std reads into spare capacity without zeroing it.
 #[derive(Debug, Clone)]

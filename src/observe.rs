@@ -1,0 +1,397 @@
+//! Instrumentation: `tracing` events and spans (feature `tracing`) and `metrics`
+//! counters, histograms and gauges (feature `metrics`), all of it here.
+//!
+//! The rest of the crate calls the functions of this module at the few places
+//! where something worth an operator's attention happens. With neither feature on,
+//! the types are empty and every function an empty `#[inline]` body: no cost, no
+//! dependency. Nothing here runs per record: the writer reports once per batch,
+//! the decoder once per piece of damage, the log directory once per open,
+//! rotation or purge.
+//!
+//! Events (target `walcodec`):
+//!
+//! | level | message | fields |
+//! |---|---|---|
+//! | WARN | `torn tail cut` | `path`, `offset` (the log's new length), `bytes` (cut), `incomplete` |
+//! | DEBUG | `zero fill cut` | `path`, `offset`, `bytes` (preallocated space after the last record) |
+//! | WARN | `damaged log bytes skipped` | `offset`, `bytes`, `kind`, `reason`, `recovery` (tolerant modes only) |
+//! | ERROR | `log writer poisoned` | `log`, `durable_len`, `error` |
+//! | WARN | `slow log sync` | `log`, `seconds`, `threshold_seconds`, `records`, `bytes` |
+//! | INFO | `log opened` | `path`, `len` |
+//! | INFO | `log directory recovered` | `log`, `path`, `sealed`, `active`, `active_len`, `purged_through` |
+//! | INFO | `log segment rotated` | `log`, `sealed`, `sealed_len`, `next` |
+//! | INFO | `log segments purged` | `log`, `segments` (how many), `first`, `last` |
+//! | INFO | `log retention applied` | `log`, `segments`, `retain_bytes`, `retain_age_seconds` |
+//! | DEBUG | `log segment files kept for reuse` | `log`, `segments` |
+//! | DEBUG | `log segment file reused` | `log`, `old`, `new` |
+//!
+//! Spans `walcodec.open` (`path`) around [`AsyncLogWriter`](crate::AsyncLogWriter)'s
+//! and [`LogDir`](crate::LogDir)'s open, and `walcodec.recover` (`path`) around a log
+//! directory's recovery.
+//!
+//! Metrics, each labelled `log` with the writer's or directory's name
+//! ([`WriterOptions::name`](crate::WriterOptions::name),
+//! [`LogDirOptions::name`](crate::LogDirOptions::name)); the handles are registered
+//! when the writer or directory opens, so install the recorder before:
+//!
+//! | metric | kind | what |
+//! |---|---|---|
+//! | `walcodec_appends_total` | counter | records written |
+//! | `walcodec_appended_bytes_total` | counter | bytes written (headers and trailers included) |
+//! | `walcodec_syncs_total` | counter | syncs completed |
+//! | `walcodec_rotations_total` | counter | segments sealed by rotation |
+//! | `walcodec_sync_seconds` | histogram | each sync's latency |
+//! | `walcodec_batch_records` | histogram | records per batch written |
+//! | `walcodec_queued_bytes` | gauge | encoded bytes queued behind the last batch |
+//! | `walcodec_segments` | gauge | segments in the directory (at open, rotation, purge) |
+//! | `walcodec_dir_bytes` | gauge | bytes of those segments (at open, rotation, purge) |
+
+use std::future::Future;
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::{Corruption, LogPosition, Recovery, TailScan};
+
+/// What a writer reports: built once when it starts, used once per batch.
+pub(crate) struct WriterObserver {
+    #[cfg(feature = "tracing")]
+    name: std::sync::Arc<str>,
+    #[cfg(feature = "tracing")]
+    slow_sync: Duration,
+    #[cfg(feature = "metrics")]
+    metrics: WriterMetrics,
+}
+
+#[cfg(feature = "metrics")]
+struct WriterMetrics {
+    appends: metrics::Counter,
+    appended_bytes: metrics::Counter,
+    syncs: metrics::Counter,
+    sync_seconds: metrics::Histogram,
+    batch_records: metrics::Histogram,
+    queued_bytes: metrics::Gauge,
+}
+
+impl WriterObserver {
+    /// The observer of the writer named `name` (the `log` label), warning of syncs
+    /// that take `slow_sync` or longer.
+    #[allow(unused_variables)]
+    pub(crate) fn new(name: &str, slow_sync: Duration) -> WriterObserver {
+        WriterObserver {
+            #[cfg(feature = "tracing")]
+            name: name.into(),
+            #[cfg(feature = "tracing")]
+            slow_sync,
+            #[cfg(feature = "metrics")]
+            metrics: WriterMetrics {
+                appends: metrics::counter!("walcodec_appends_total", "log" => name.to_string()),
+                appended_bytes: metrics::counter!(
+                    "walcodec_appended_bytes_total",
+                    "log" => name.to_string()
+                ),
+                syncs: metrics::counter!("walcodec_syncs_total", "log" => name.to_string()),
+                sync_seconds: metrics::histogram!(
+                    "walcodec_sync_seconds",
+                    "log" => name.to_string()
+                ),
+                batch_records: metrics::histogram!(
+                    "walcodec_batch_records",
+                    "log" => name.to_string()
+                ),
+                queued_bytes: metrics::gauge!("walcodec_queued_bytes", "log" => name.to_string()),
+            },
+        }
+    }
+
+    /// A batch of `records` records, `bytes` bytes, was written, and synced in
+    /// `sync` when it was synced; `queued_bytes` wait behind it.
+    #[inline]
+    #[allow(unused_variables)]
+    pub(crate) fn batch(
+        &self,
+        records: u64,
+        bytes: usize,
+        sync: Option<Duration>,
+        queued_bytes: usize,
+    ) {
+        #[cfg(feature = "metrics")]
+        {
+            let m = &self.metrics;
+            m.appends.increment(records);
+            m.appended_bytes.increment(bytes as u64);
+            if bytes > 0 {
+                m.batch_records.record(records as f64);
+            }
+            if let Some(latency) = sync {
+                m.syncs.increment(1);
+                m.sync_seconds.record(latency.as_secs_f64());
+            }
+            m.queued_bytes.set(queued_bytes as f64);
+        }
+        #[cfg(feature = "tracing")]
+        if let Some(latency) = sync {
+            if latency >= self.slow_sync {
+                tracing::warn!(
+                    target: "walcodec",
+                    log = %self.name,
+                    seconds = latency.as_secs_f64(),
+                    threshold_seconds = self.slow_sync.as_secs_f64(),
+                    records,
+                    bytes,
+                    "slow log sync"
+                );
+            }
+        }
+    }
+
+    /// A write or sync failed: the writer refuses appends from now on.
+    #[allow(unused_variables)]
+    pub(crate) fn poisoned(&self, durable_len: u64, error: &io::Error) {
+        #[cfg(feature = "tracing")]
+        tracing::error!(
+            target: "walcodec",
+            log = %self.name,
+            durable_len,
+            error = %error,
+            "log writer poisoned"
+        );
+    }
+}
+
+/// A log file's tail was scanned on open: says what was cut, if anything.
+#[allow(unused_variables)]
+pub(crate) fn tail_cut(path: &Path, scan: &TailScan) {
+    #[cfg(feature = "tracing")]
+    if scan.needs_repair() {
+        let bytes = scan.file_len - scan.valid_len;
+        if scan.incomplete_tail {
+            tracing::warn!(
+                target: "walcodec",
+                path = %path.display(),
+                offset = scan.valid_len,
+                bytes,
+                incomplete = true,
+                "torn tail cut"
+            );
+        } else {
+            tracing::debug!(
+                target: "walcodec",
+                path = %path.display(),
+                offset = scan.valid_len,
+                bytes,
+                "zero fill cut"
+            );
+        }
+    }
+}
+
+/// A decoder in a tolerant mode dropped a damaged piece of its log.
+#[inline]
+#[allow(unused_variables)]
+pub(crate) fn damage(corruption: &Corruption, recovery: Recovery) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "walcodec",
+        offset = corruption.offset(),
+        bytes = corruption.bytes(),
+        kind = ?corruption.kind(),
+        reason = corruption.reason(),
+        recovery = %recovery,
+        "damaged log bytes skipped"
+    );
+}
+
+/// A log file was opened for appending at `len`.
+#[allow(unused_variables)]
+pub(crate) fn opened(path: &Path, len: u64) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "walcodec", path = %path.display(), len, "log opened");
+}
+
+/// A span: `tracing::Span` with the feature, nothing without.
+#[cfg(feature = "tracing")]
+pub(crate) type Span = tracing::Span;
+
+/// A span: `tracing::Span` with the feature, nothing without.
+#[cfg(not(feature = "tracing"))]
+#[derive(Debug, Clone)]
+pub(crate) struct Span;
+
+/// The span around opening the log at `path`.
+#[allow(unused_variables)]
+pub(crate) fn open_span(path: &Path) -> Span {
+    #[cfg(feature = "tracing")]
+    return tracing::info_span!(target: "walcodec", "walcodec.open", path = %path.display());
+    #[cfg(not(feature = "tracing"))]
+    Span
+}
+
+/// The span around recovering the log directory at `path`.
+#[allow(unused_variables)]
+pub(crate) fn recovery_span(path: &Path) -> Span {
+    #[cfg(feature = "tracing")]
+    return tracing::info_span!(target: "walcodec", "walcodec.recover", path = %path.display());
+    #[cfg(not(feature = "tracing"))]
+    Span
+}
+
+/// Runs `future` inside `span`.
+pub(crate) async fn within<F: Future>(span: Span, future: F) -> F::Output {
+    #[cfg(feature = "tracing")]
+    return tracing::Instrument::instrument(future, span).await;
+    #[cfg(not(feature = "tracing"))]
+    {
+        let _ = span;
+        future.await
+    }
+}
+
+/// What a log directory reports: built once when it opens.
+pub(crate) struct DirObserver {
+    #[cfg(feature = "tracing")]
+    name: std::sync::Arc<str>,
+    #[cfg(feature = "metrics")]
+    rotations: metrics::Counter,
+    #[cfg(feature = "metrics")]
+    segments: metrics::Gauge,
+    #[cfg(feature = "metrics")]
+    dir_bytes: metrics::Gauge,
+}
+
+impl std::fmt::Debug for DirObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirObserver").finish_non_exhaustive()
+    }
+}
+
+impl DirObserver {
+    /// The observer of the directory named `name` (the `log` label).
+    #[allow(unused_variables)]
+    pub(crate) fn new(name: &str) -> DirObserver {
+        DirObserver {
+            #[cfg(feature = "tracing")]
+            name: name.into(),
+            #[cfg(feature = "metrics")]
+            rotations: metrics::counter!("walcodec_rotations_total", "log" => name.to_string()),
+            #[cfg(feature = "metrics")]
+            segments: metrics::gauge!("walcodec_segments", "log" => name.to_string()),
+            #[cfg(feature = "metrics")]
+            dir_bytes: metrics::gauge!("walcodec_dir_bytes", "log" => name.to_string()),
+        }
+    }
+
+    /// The directory at `path` was recovered: `sealed` sealed segments, appends go
+    /// on in segment `active` at `active_len`.
+    #[allow(unused_variables)]
+    pub(crate) fn recovered(
+        &self,
+        path: &Path,
+        sealed: usize,
+        active: u64,
+        active_len: u64,
+        purged_through: LogPosition,
+    ) {
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            target: "walcodec",
+            log = %self.name,
+            path = %path.display(),
+            sealed,
+            active,
+            active_len,
+            purged_through = %purged_through,
+            "log directory recovered"
+        );
+    }
+
+    /// Segment `sealed` was sealed at `sealed_len` bytes; appends go on in `next`.
+    #[allow(unused_variables)]
+    pub(crate) fn rotated(&self, sealed: u64, sealed_len: u64, next: u64) {
+        #[cfg(feature = "metrics")]
+        self.rotations.increment(1);
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            target: "walcodec",
+            log = %self.name,
+            sealed,
+            sealed_len,
+            next,
+            "log segment rotated"
+        );
+    }
+
+    /// `segments` were purged (by a retention rule or on demand).
+    #[allow(unused_variables)]
+    pub(crate) fn purged(&self, segments: &[u64]) {
+        #[cfg(feature = "tracing")]
+        if let (Some(first), Some(last)) = (segments.first(), segments.last()) {
+            tracing::info!(
+                target: "walcodec",
+                log = %self.name,
+                segments = segments.len(),
+                first,
+                last,
+                "log segments purged"
+            );
+        }
+    }
+
+    /// The retention rules purged `segments`.
+    #[allow(unused_variables)]
+    pub(crate) fn retention(
+        &self,
+        segments: &[u64],
+        retain_bytes: Option<u64>,
+        retain_age: Option<Duration>,
+    ) {
+        #[cfg(feature = "tracing")]
+        if !segments.is_empty() {
+            tracing::info!(
+                target: "walcodec",
+                log = %self.name,
+                segments = segments.len(),
+                retain_bytes,
+                retain_age_seconds = retain_age.map(|age| age.as_secs_f64()),
+                "log retention applied"
+            );
+        }
+    }
+
+    /// Purged segments kept as files for reuse (recycling).
+    #[allow(unused_variables)]
+    pub(crate) fn pooled(&self, segments: &[u64]) {
+        #[cfg(feature = "tracing")]
+        if !segments.is_empty() {
+            tracing::debug!(
+                target: "walcodec",
+                log = %self.name,
+                segments = ?segments,
+                "log segment files kept for reuse"
+            );
+        }
+    }
+
+    /// The purged file of segment `old` now holds segment `new`.
+    #[allow(unused_variables)]
+    pub(crate) fn reused(&self, old: u64, new: u64) {
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            target: "walcodec",
+            log = %self.name,
+            old,
+            new,
+            "log segment file reused"
+        );
+    }
+
+    /// The directory holds `segments` segments of `bytes` bytes in all.
+    #[allow(unused_variables)]
+    pub(crate) fn size(&self, segments: usize, bytes: u64) {
+        #[cfg(feature = "metrics")]
+        {
+            self.segments.set(segments as f64);
+            self.dir_bytes.set(bytes as f64);
+        }
+    }
+}
