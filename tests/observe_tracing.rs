@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -58,12 +58,15 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
             .event_scope(event)
             .map(|scope| scope.map(|span| span.name().to_string()).collect())
             .unwrap_or_default();
-        self.0.lock().unwrap().push(Seen {
-            level: *event.metadata().level(),
-            message,
-            fields,
-            spans,
-        });
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Seen {
+                level: *event.metadata().level(),
+                message,
+                fields,
+                spans,
+            });
     }
 }
 
@@ -79,13 +82,19 @@ fn events() -> &'static Arc<Mutex<Vec<Seen>>> {
     })
 }
 
-fn find(message: &str, matches: impl Fn(&Seen) -> bool) -> Vec<Seen> {
+/// A copy of every event so far (a test that failed while holding the lock does
+/// not take the others down with it).
+fn seen_all() -> Vec<Seen> {
     events()
         .lock()
-        .unwrap()
-        .iter()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+}
+
+fn find(message: &str, matches: impl Fn(&Seen) -> bool) -> Vec<Seen> {
+    seen_all()
+        .into_iter()
         .filter(|seen| seen.message == message && matches(seen))
-        .cloned()
         .collect()
 }
 
@@ -112,7 +121,7 @@ async fn torn_tail_cut_on_open_is_a_warning_with_file_offset_and_bytes() {
 
     let shown = path.display().to_string();
     let cut = find("torn tail cut", |seen| seen.field("path") == shown);
-    assert_eq!(cut.len(), 1, "{:?}", events().lock().unwrap());
+    assert_eq!(cut.len(), 1, "{:?}", seen_all());
     let cut = &cut[0];
     assert_eq!(cut.level, Level::WARN);
     assert_eq!(cut.field("offset"), len.to_string());
@@ -198,7 +207,7 @@ fn damage_skipped_in_a_tolerant_mode_is_a_warning() {
     let seen = find("damaged log bytes skipped", |seen| {
         seen.field("offset") == "12" && seen.field("recovery") == "skip-corrupted"
     });
-    assert_eq!(seen.len(), 1, "{:?}", events().lock().unwrap());
+    assert_eq!(seen.len(), 1, "{:?}", seen_all());
     assert_eq!(seen[0].level, Level::WARN);
     assert_eq!(seen[0].field("bytes"), "19");
 }
