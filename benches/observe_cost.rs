@@ -1,6 +1,9 @@
-//! One round of group commit for `scripts/observe-cost.sh`: appends/s of an
-//! `AsyncLogWriter` with `tasks` tasks appending 100-byte records for about a
-//! second, printed as one number.
+//! One round of group commit for `scripts/observe-cost.sh`: an `AsyncLogWriter`
+//! with `tasks` tasks appending 100-byte records for about `millis` ms, printed as
+//! appends per wall-clock second and appends per CPU second of the whole process
+//! (every thread, the flusher's included; from `/proc/self/stat`). On a machine
+//! shared with other work the wall-clock rate swings with the neighbours' load;
+//! the CPU rate is what the instrumentation would cost.
 //!
 //! The script builds this bench twice, walcodec without and with its `tracing` and
 //! `metrics` features (this crate's `observe` feature; no subscriber and no recorder
@@ -21,7 +24,9 @@ use durable::{bench_dir, group_commit_with, runtime};
 use walcodec::WriterOptions;
 
 fn main() {
-    let mut args = std::env::args().skip(1).filter(|arg| !arg.starts_with("--"));
+    let mut args = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with("--"));
     let tasks: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(16);
     let millis: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
     let dir = bench_dir();
@@ -31,6 +36,30 @@ fn main() {
     let probe = runtime.block_on(group_commit_with(&dir, tasks, 50 * tasks as u64, &options));
     let iters = (probe.appends_per_second() * Duration::from_millis(millis).as_secs_f64())
         .max(100.0) as u64;
+    let cpu_before = cpu_seconds();
     let tally = runtime.block_on(group_commit_with(&dir, tasks, iters, &options));
-    println!("{:.0}", tally.appends_per_second());
+    let cpu = cpu_seconds() - cpu_before;
+    println!(
+        "{:.0} {:.0}",
+        tally.appends_per_second(),
+        tally.appends as f64 / cpu.max(0.01)
+    );
+}
+
+/// User and system CPU time of this process so far, all threads (ended ones
+/// included), in seconds; 0 where `/proc` is missing.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after ')'.
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
+        .sum();
+    // Linux reports them in USER_HZ, 100 per second on every architecture.
+    ticks / 100.0
 }

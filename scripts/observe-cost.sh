@@ -26,12 +26,19 @@ for line in sys.stdin:
 off=$(build)
 on=$(build --features observe)
 echo "rounds=$rounds tasks=$tasks millis=$millis dir=${WALCODEC_BENCH_DIR:-system temp}"
-ratios=()
+wall=()
+cpu=()
 for ((i = 1; i <= rounds; i++)); do
-  a=$("$off" "$tasks" "$millis")
-  b=$("$on" "$tasks" "$millis")
-  r=$(python3 -c "print(f'{$b / $a:.3f}')")
-  echo "round $i: off $a/s, on $b/s, ratio $r"
-  ratios+=("$r")
+  read -r a_wall a_cpu < <("$off" "$tasks" "$millis")
+  read -r b_wall b_cpu < <("$on" "$tasks" "$millis")
+  w=$(python3 -c "print(f'{$b_wall / $a_wall:.3f}')")
+  c=$(python3 -c "print(f'{$b_cpu / $a_cpu:.3f}')")
+  echo "round $i: appends/s off $a_wall on $b_wall ($w); per CPU second off $a_cpu on $b_cpu ($c)"
+  wall+=("$w")
+  cpu+=("$c")
 done
-python3 -c "import statistics,sys; r=sorted(map(float, sys.argv[1:])); print(f'median ratio (on/off): {statistics.median(r):.3f}  min {r[0]:.3f}  max {r[-1]:.3f}')" "${ratios[@]}"
+summary='import statistics,sys
+name, r = sys.argv[1], sorted(map(float, sys.argv[2:]))
+print(f"{name}: median ratio (on/off) {statistics.median(r):.3f}, min {r[0]:.3f}, max {r[-1]:.3f}")'
+python3 -c "$summary" "appends/s" "${wall[@]}"
+python3 -c "$summary" "appends per CPU second" "${cpu[@]}"

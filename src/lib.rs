@@ -58,9 +58,13 @@
 //! | `cli` | the `walcodec` command-line tool (dump, verify, stat, repair, cat, write, tail) |
 //! | `crc-fast` | fragment checksums through the `crc-fast` crate: the same bytes, about twice the crc throughput from 1 KiB records up on x86-64 |
 //! | `zstd` | RocksDB's WAL compression: `LogFormat::zstd` writes compressed WALs, `LogDecoder` in RocksDB's dialect inflates their records within a limit (builds libzstd: needs a C compiler) |
+//! | `serde` | `Serialize`/`Deserialize` for the plain-data types; a [`LogPosition`] is the string `000007:1234` in human-readable formats |
+//! | `tracing` | events and spans through the `tracing` crate: torn tails cut, damage skipped, a poisoned writer, slow syncs, opens and recoveries, rotation, purge, retention, recycling |
+//! | `metrics` | counters, histograms and gauges through the `metrics` facade, labelled `log` with [`WriterOptions::name`] / [`LogDirOptions::name`] |
 //!
 //! None is on by default: the library depends on tokio, tokio-util, bytes, crc32c,
-//! futures and thiserror only.
+//! futures and thiserror only. Without `tracing` and `metrics` the instrumentation
+//! compiles to nothing.
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
