@@ -3,7 +3,9 @@
 //! appends per wall-clock second and appends per CPU second of the whole process
 //! (every thread, the flusher's included; from `/proc/self/stat`). On a machine
 //! shared with other work the wall-clock rate swings with the neighbours' load;
-//! the CPU rate is what the instrumentation would cost.
+//! the CPU rate is what the instrumentation would cost. Then the instrumentation's
+//! own cost per batch (`walcodec::testing::batch_report_cost`, the writer's report
+//! run in a loop) in ns, and the round's wall time per batch in ns.
 //!
 //! The script builds this bench twice, walcodec without and with its `tracing` and
 //! `metrics` features (this crate's `observe` feature; no subscriber and no recorder
@@ -39,8 +41,13 @@ fn main() {
     let cpu_before = cpu_seconds();
     let tally = runtime.block_on(group_commit_with(&dir, tasks, iters, &options));
     let cpu = cpu_seconds() - cpu_before;
+    // The instrumentation's own cost per batch (nothing without the features),
+    // beside what a batch of this round took.
+    let probes = 10_000_000;
+    let report_ns = walcodec::testing::batch_report_cost(probes).as_nanos() as f64 / probes as f64;
+    let batch_ns = tally.elapsed.as_nanos() as f64 / tally.syncs.max(1) as f64;
     println!(
-        "{:.0} {:.0}",
+        "{:.0} {:.0} {report_ns:.2} {batch_ns:.0}",
         tally.appends_per_second(),
         tally.appends as f64 / cpu.max(0.01)
     );

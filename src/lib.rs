@@ -136,5 +136,6 @@ mod readme {}
 #[doc(hidden)]
 pub mod testing {
     pub use crate::logdir::{DirStorage, OsDirStorage};
+    pub use crate::observe::batch_report_cost;
     pub use crate::writer::{FileStorage, Storage};
 }

@@ -395,3 +395,26 @@ impl DirObserver {
         }
     }
 }
+
+/// Runs a writer's per-batch report `batches` times, as the flusher does after
+/// each batch, and returns how long that took: the instrumentation's own cost per
+/// batch, for `benches/observe_cost.rs` (no recorder, no subscriber installed
+/// there: the common case). Not a stable API.
+#[doc(hidden)]
+pub fn batch_report_cost(batches: u64) -> Duration {
+    let observer = WriterObserver::new("probe", DEFAULT_SLOW_SYNC);
+    let started = std::time::Instant::now();
+    for i in 0..batches {
+        let i = std::hint::black_box(i);
+        observer.batch(
+            i & 63,
+            (i & 4095) as usize,
+            Some(Duration::from_nanos(i & 1023)),
+            (i & 255) as usize,
+        );
+    }
+    started.elapsed()
+}
+
+/// The writers' default, from `crate::DEFAULT_SLOW_SYNC_THRESHOLD`.
+const DEFAULT_SLOW_SYNC: Duration = crate::DEFAULT_SLOW_SYNC_THRESHOLD;
