@@ -132,3 +132,49 @@ impl RaftStateMachine<TypeConfig> for MemStateMachine {
         }))
     }
 }
+
+/// The log id of `index` written in `term` (by leader node 1).
+pub fn log_id(term: u64, index: u64) -> LogId<u64> {
+    LogId::new(openraft::CommittedLeaderId::new(term, 1), index)
+}
+
+/// An entry whose command names its log id, so that any copy read back can be
+/// checked against it.
+pub fn entry(term: u64, index: u64) -> openraft::Entry<TypeConfig> {
+    openraft::Entry {
+        log_id: log_id(term, index),
+        payload: EntryPayload::Normal(format!("entry {index} of term {term}")),
+    }
+}
+
+/// Whether `entry` is the one [`entry`] makes for its log id.
+pub fn is_genuine(entry: &openraft::Entry<TypeConfig>) -> bool {
+    let expected = self::entry(entry.log_id.leader_id.term, entry.log_id.index);
+    format!("{:?}", entry.payload) == format!("{:?}", expected.payload)
+        && entry.log_id == expected.log_id
+}
+
+/// A tiny deterministic generator (xorshift64*), so that a failing run replays
+/// from its seed.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded; any seed works.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
