@@ -1,6 +1,7 @@
 //! [`LogStore`]: openraft's [`RaftLogStorage`] on a [`LogDir`].
 
 use std::fmt::{self, Debug};
+use std::marker::PhantomData;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -40,11 +41,12 @@ use crate::Error;
 /// ```
 #[derive(Debug, Clone, Default)]
 #[must_use]
-pub struct LogStoreBuilder {
+pub struct LogStoreBuilder<C: RaftTypeConfig> {
     options: LogDirOptions,
+    config: PhantomData<fn() -> C>,
 }
 
-impl LogStoreBuilder {
+impl<C: RaftTypeConfig> LogStoreBuilder<C> {
     /// The log directory's options: segment size, the writer's group-commit
     /// settings. Leave retention ([`LogDirOptions::retain_bytes`],
     /// [`LogDirOptions::retain_age`]) off, as it is by default: openraft decides
@@ -65,10 +67,7 @@ impl LogStoreBuilder {
     /// [`Error::Log`] when the directory cannot be opened or recovered (see
     /// [`LogDirOptions::open`]); [`Error::Decode`] or [`Error::Gap`] when its log is
     /// not one this store wrote.
-    pub async fn open<C: RaftTypeConfig>(
-        &self,
-        path: impl AsRef<Path>,
-    ) -> Result<LogStore<C>, Error> {
+    pub async fn open(&self, path: impl AsRef<Path>) -> Result<LogStore<C>, Error> {
         let log = self.options.open(path).await?;
         let state = match State::<C>::replay(&log).await {
             Ok(state) => state,
@@ -130,7 +129,7 @@ impl<C: RaftTypeConfig> Debug for LogStore<C> {
 
 impl<C: RaftTypeConfig> LogStore<C> {
     /// Configures a store: see [`LogStoreBuilder`].
-    pub fn builder() -> LogStoreBuilder {
+    pub fn builder() -> LogStoreBuilder<C> {
         LogStoreBuilder::default()
     }
 

@@ -19,6 +19,9 @@ openraft::declare_raft_types!(
 
 type Membership = StoredMembership<u64, BasicNode>;
 
+/// The tests' log entry.
+pub type Entry = openraft::Entry<TypeConfig>;
+
 #[derive(Default, Clone, serde::Serialize, serde::Deserialize)]
 struct Applied {
     last_applied: Option<LogId<u64>>,
