@@ -85,22 +85,22 @@ impl Op {
 
     fn parse(words: &[&str]) -> Option<Op> {
         let n = |i: usize| words.get(i)?.parse::<u64>().ok();
-        Some(match words.first()? {
-            &"append" => Op::Append {
+        Some(match *words.first()? {
+            "append" => Op::Append {
                 term: n(1)?,
                 first: n(2)?,
                 n: n(3)?,
             },
-            &"vote" => Op::Vote {
+            "vote" => Op::Vote {
                 term: n(1)?,
                 node: n(2)?,
             },
-            &"truncate" => Op::Truncate { index: n(1)? },
-            &"purge" => Op::Purge {
+            "truncate" => Op::Truncate { index: n(1)? },
+            "purge" => Op::Purge {
                 term: n(1)?,
                 index: n(2)?,
             },
-            &"committed" => Op::Committed {
+            "committed" => Op::Committed {
                 term: n(1)?,
                 index: n(2)?,
             },
