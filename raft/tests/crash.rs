@@ -13,16 +13,14 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
-use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-use openraft::{LogId, RaftLogReader, Vote};
-use support::{entry, is_genuine, log_id, Entry, Rng, TypeConfig};
+use support::ops::{Model, Op, Workload};
+use support::{Rng, TypeConfig};
 use walcodec::LogDirOptions;
 use walcodec_raft::LogStore;
 
@@ -31,83 +29,6 @@ const SEED_ENV: &str = "WALCODEC_RAFT_CHILD_SEED";
 const CYCLES_ENV: &str = "WALCODEC_RAFT_CRASH_CYCLES";
 /// Small segments, so that purges delete whole segments often.
 const SEGMENT_BYTES: u64 = 4096;
-
-/// What a store holds, as far as the test checks it.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Model {
-    entries: BTreeMap<u64, LogId<u64>>,
-    purged: Option<LogId<u64>>,
-    vote: Option<Vote<u64>>,
-}
-
-impl Model {
-    fn last(&self) -> Option<LogId<u64>> {
-        self.entries.values().last().copied().or(self.purged)
-    }
-
-    fn apply(&mut self, op: &Op) {
-        match *op {
-            Op::Append { term, first, n } => {
-                for i in first..first + n {
-                    self.entries.insert(i, log_id(term, i));
-                }
-            }
-            Op::Vote { term, node } => self.vote = Some(Vote::new(term, node)),
-            Op::Truncate { index } => drop(self.entries.split_off(&index)),
-            Op::Purge { term, index } => {
-                self.entries = self.entries.split_off(&(index + 1));
-                self.purged = Some(log_id(term, index));
-            }
-            Op::Committed { .. } => {}
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Op {
-    Append { term: u64, first: u64, n: u64 },
-    Vote { term: u64, node: u64 },
-    Truncate { index: u64 },
-    Purge { term: u64, index: u64 },
-    Committed { term: u64, index: u64 },
-}
-
-impl Op {
-    fn line(&self) -> String {
-        match *self {
-            Op::Append { term, first, n } => format!("append {term} {first} {n}"),
-            Op::Vote { term, node } => format!("vote {term} {node}"),
-            Op::Truncate { index } => format!("truncate {index}"),
-            Op::Purge { term, index } => format!("purge {term} {index}"),
-            Op::Committed { term, index } => format!("committed {term} {index}"),
-        }
-    }
-
-    fn parse(words: &[&str]) -> Option<Op> {
-        let n = |i: usize| words.get(i)?.parse::<u64>().ok();
-        Some(match *words.first()? {
-            "append" => Op::Append {
-                term: n(1)?,
-                first: n(2)?,
-                n: n(3)?,
-            },
-            "vote" => Op::Vote {
-                term: n(1)?,
-                node: n(2)?,
-            },
-            "truncate" => Op::Truncate { index: n(1)? },
-            "purge" => Op::Purge {
-                term: n(1)?,
-                index: n(2)?,
-            },
-            "committed" => Op::Committed {
-                term: n(1)?,
-                index: n(2)?,
-            },
-            _ => return None,
-        })
-    }
-}
 
 async fn open(dir: &Path) -> LogStore<TypeConfig> {
     LogStore::<TypeConfig>::builder()
@@ -119,20 +40,6 @@ async fn open(dir: &Path) -> LogStore<TypeConfig> {
         .open(dir)
         .await
         .expect("a store opens after any crash")
-}
-
-/// Reads what the store holds; every entry must be the one appended for its id.
-async fn read_model(store: &mut LogStore<TypeConfig>) -> Model {
-    let state = store.get_log_state().await.unwrap();
-    let entries: Vec<Entry> = store.try_get_log_entries(..).await.unwrap();
-    assert!(entries.iter().all(is_genuine), "an entry read back changed");
-    let model = Model {
-        entries: entries.iter().map(|e| (e.log_id.index, e.log_id)).collect(),
-        purged: state.last_purged_log_id,
-        vote: store.read_vote().await.unwrap(),
-    };
-    assert_eq!(state.last_log_id, model.last(), "log state vs entries");
-    model
 }
 
 fn say(line: String) {
@@ -157,72 +64,13 @@ fn raft_crash_child() {
         .build()
         .unwrap();
     runtime.block_on(async move {
-        let mut rng = Rng::new(seed);
         let mut store = open(Path::new(&path)).await;
-        let mut model = read_model(&mut store).await;
-        let mut term = model.last().map_or(1, |l| l.leader_id.term);
-        term = term.max(model.vote.map_or(1, |v| v.leader_id.term));
-        let mut committed: Option<LogId<u64>> = None;
+        let mut model = Model::read(&mut store).await;
+        let mut workload = Workload::new(seed, &model);
         loop {
-            let next = model.last().map_or(0, |l| l.index + 1);
-            let floor = model.purged.map_or(0, |p| p.index + 1);
-            let op = match rng.below(100) {
-                0..=54 => {
-                    if rng.below(10) == 0 {
-                        term += 1;
-                    }
-                    Op::Append {
-                        term,
-                        first: next,
-                        n: 1 + rng.below(8),
-                    }
-                }
-                55..=66 => {
-                    let current = model.vote.map_or(0, |v| v.leader_id.term);
-                    term = term.max(current + rng.below(2));
-                    Op::Vote { term, node: 1 }
-                }
-                67..=78 if next > floor => Op::Truncate {
-                    index: floor + rng.below(next - floor),
-                },
-                79..=88 => {
-                    if rng.below(5) == 0 || next == floor {
-                        // Past the last entry, as after installing a snapshot.
-                        term += 1;
-                        Op::Purge {
-                            term,
-                            index: next + rng.below(3),
-                        }
-                    } else {
-                        let index = floor + rng.below(next - floor);
-                        Op::Purge {
-                            term: model.entries[&index].leader_id.term,
-                            index,
-                        }
-                    }
-                }
-                _ => match model.entries.values().last() {
-                    Some(last) => Op::Committed {
-                        term: last.leader_id.term,
-                        index: last.index,
-                    },
-                    None => continue,
-                },
-            };
+            let op = workload.next(&model);
             say(format!("begin {}", op.line()));
-            match op {
-                Op::Append { term, first, n } => store
-                    .blocking_append((first..first + n).map(|i| entry(term, i)))
-                    .await
-                    .unwrap(),
-                Op::Vote { term, node } => store.save_vote(&Vote::new(term, node)).await.unwrap(),
-                Op::Truncate { index } => store.truncate(model.entries[&index]).await.unwrap(),
-                Op::Purge { term, index } => store.purge(log_id(term, index)).await.unwrap(),
-                Op::Committed { term, index } => {
-                    committed = committed.max(Some(log_id(term, index)));
-                    store.save_committed(committed).await.unwrap()
-                }
-            }
+            op.execute(&mut store, &model).await;
             model.apply(&op);
             say("done".to_string());
         }
@@ -304,28 +152,6 @@ fn run_child_and_kill(dir: &Path, rng: &mut Rng) -> (Vec<Op>, Option<Op>) {
     (done, begun)
 }
 
-/// The states the store may be in after `in_flight` was cut short at any point.
-fn allowed(model: &Model, in_flight: Option<Op>) -> Vec<Model> {
-    let mut states = vec![model.clone()];
-    match in_flight {
-        // Any prefix of the batch may be durable (the callback never fired).
-        Some(Op::Append { term, first, n }) => {
-            for k in 1..=n {
-                let mut m = model.clone();
-                m.apply(&Op::Append { term, first, n: k });
-                states.push(m);
-            }
-        }
-        Some(op) => {
-            let mut m = model.clone();
-            m.apply(&op);
-            states.push(m);
-        }
-        None => {}
-    }
-    states
-}
-
 #[test]
 fn crashes_keep_every_acknowledged_operation() {
     let cycles: u32 = std::env::var(CYCLES_ENV)
@@ -359,11 +185,11 @@ fn crashes_keep_every_acknowledged_operation() {
         }
         let found = runtime.block_on(async {
             let mut store = open(dir.path()).await;
-            let found = read_model(&mut store).await;
+            let found = Model::read(&mut store).await;
             store.close().await.unwrap();
             found
         });
-        let states = allowed(&model, in_flight);
+        let states = model.allowed(in_flight);
         assert!(
             states.contains(&found),
             "round {round} (seed {seed}): after {} acknowledged operations and {in_flight:?} in \

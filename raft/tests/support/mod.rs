@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod ops;
+
 use std::io::Cursor;
 use std::sync::{Arc, Mutex};
 
