@@ -78,6 +78,9 @@ impl<C: RaftTypeConfig> Writer<C> {
 
     async fn close(&mut self) -> Result<(), Error> {
         if let Some(failure) = &self.failure {
+            // Nothing more is written, but the directory's lock is released, so
+            // that the store can be reopened at once.
+            let _ = self.log.close().await;
             return Err(Error::Poisoned(failure.to_string()));
         }
         if let Some(committed) = self.committed.take() {
