@@ -13,8 +13,8 @@ use crate::record;
 use crate::state::{Place, State};
 use crate::Error;
 
-/// Most bytes of entries [`limited_get_log_entries`](RaftLogReader::limited_get_log_entries)
-/// returns at once (at least one entry): a replication message stays bounded.
+/// Default of [`LogStoreBuilder::max_read_bytes`](crate::LogStoreBuilder::max_read_bytes):
+/// 4 MiB.
 pub const MAX_READ_BYTES: u64 = 4 << 20;
 
 /// Reads the entries of a [`LogStore`](crate::LogStore) while it appends: those not
@@ -24,6 +24,7 @@ pub const MAX_READ_BYTES: u64 = 4 << 20;
 pub struct LogReader<C: RaftTypeConfig> {
     pub(crate) log: LogDir,
     pub(crate) state: Arc<Mutex<State<C>>>,
+    pub(crate) max_read_bytes: u64,
 }
 
 impl<C: RaftTypeConfig> Clone for LogReader<C> {
@@ -31,6 +32,7 @@ impl<C: RaftTypeConfig> Clone for LogReader<C> {
         LogReader {
             log: self.log.clone(),
             state: Arc::clone(&self.state),
+            max_read_bytes: self.max_read_bytes,
         }
     }
 }
@@ -150,7 +152,7 @@ impl<C: RaftTypeConfig> RaftLogReader<C> for LogReader<C> {
         start: u64,
         end: u64,
     ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
-        self.read(start..end, MAX_READ_BYTES)
+        self.read(start..end, self.max_read_bytes)
             .await
             .map_err(read_error)
     }

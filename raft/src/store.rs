@@ -43,6 +43,7 @@ use crate::Error;
 #[must_use]
 pub struct LogStoreBuilder<C: RaftTypeConfig> {
     options: LogDirOptions,
+    max_read_bytes: Option<u64>,
     config: PhantomData<fn() -> C>,
 }
 
@@ -54,6 +55,15 @@ impl<C: RaftTypeConfig> LogStoreBuilder<C> {
     /// behind its back loses entries it still needs.
     pub fn log_dir(&mut self, options: LogDirOptions) -> &mut Self {
         self.options = options;
+        self
+    }
+
+    /// The most bytes of entry records one
+    /// [`limited_get_log_entries`](RaftLogReader::limited_get_log_entries) call returns
+    /// (at least one entry, however large), so that a replication message stays
+    /// bounded; default [`MAX_READ_BYTES`](crate::MAX_READ_BYTES), 4 MiB.
+    pub fn max_read_bytes(&mut self, bytes: u64) -> &mut Self {
+        self.max_read_bytes = Some(bytes);
         self
     }
 
@@ -87,7 +97,11 @@ impl<C: RaftTypeConfig> LogStoreBuilder<C> {
         };
         tokio::spawn(writer.run());
         Ok(LogStore {
-            reader: LogReader { log, state },
+            reader: LogReader {
+                log,
+                state,
+                max_read_bytes: self.max_read_bytes.unwrap_or(crate::MAX_READ_BYTES),
+            },
             ops: Some(ops),
             seq: 0,
         })

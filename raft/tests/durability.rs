@@ -328,3 +328,61 @@ async fn replication_reads_run_beside_appends() {
     }
     store.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn limited_reads_stop_at_the_byte_budget_but_never_return_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::<TypeConfig>::builder()
+        .max_read_bytes(100)
+        .open(dir.path())
+        .await
+        .unwrap();
+    store
+        .blocking_append((0..50).map(|i| entry(1, i)))
+        .await
+        .unwrap();
+    let mut reader = store.get_log_reader().await;
+    // 34 bytes an entry record, header included: the third reaches 100 bytes,
+    // and the read stops there.
+    let limited: Vec<Entry> = reader.limited_get_log_entries(10, 50).await.unwrap();
+    let indexes: Vec<u64> = limited.iter().map(|e| e.log_id.index).collect();
+    assert_eq!(indexes, [10, 11, 12]);
+    // try_get_log_entries has no budget.
+    let all: Vec<Entry> = reader.try_get_log_entries(10..50).await.unwrap();
+    assert_eq!(all.len(), 40);
+    store.close().await.unwrap();
+
+    // A budget smaller than one entry still returns one.
+    let mut store = LogStore::<TypeConfig>::builder()
+        .max_read_bytes(1)
+        .open(dir.path())
+        .await
+        .unwrap();
+    let one: Vec<Entry> = store
+        .get_log_reader()
+        .await
+        .limited_get_log_entries(10, 50)
+        .await
+        .unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].log_id, log_id(1, 10));
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_log_this_store_did_not_write_is_refused_with_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = walcodec::LogDir::open(dir.path()).await.unwrap();
+    log.append(b"not a raft record").await.unwrap();
+    log.close().await.unwrap();
+    match LogStore::<TypeConfig>::open(dir.path()).await {
+        Err(walcodec_raft::Error::Decode { position, reason }) => {
+            assert_eq!(position, walcodec::LogPosition::new(1, 0));
+            assert!(reason.contains("tag"), "{reason}");
+        }
+        other => panic!("expected a decode error, got {other:?}"),
+    }
+    // The failed open released the directory.
+    let log = walcodec::LogDir::open(dir.path()).await.unwrap();
+    log.close().await.unwrap();
+}
