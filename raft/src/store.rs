@@ -33,7 +33,7 @@ use crate::Error;
 /// let dir = tempfile::tempdir().unwrap();
 /// let mut store = LogStore::<TypeConfig>::builder()
 ///     .log_dir(LogDirOptions::new().max_segment_bytes(16 << 20).clone())
-///     .open::<TypeConfig>(dir.path())
+///     .open(dir.path())
 ///     .await?;
 /// store.close().await?;
 /// # Ok(())
