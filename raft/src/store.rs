@@ -108,9 +108,10 @@ impl<C: RaftTypeConfig> LogStoreBuilder<C> {
     }
 }
 
-/// openraft's log storage on a walcodec [`LogDir`]: entries, the vote and the
-/// committed and purged ids as LevelDB-format records in numbered segment files,
-/// written with group commit (see the [crate docs](crate) for the layout).
+/// openraft's log storage on a walcodec [`LogDir`](walcodec::LogDir): entries, the
+/// vote and the committed and purged ids as LevelDB-format records in numbered
+/// segment files, written with group commit (see the [crate docs](crate) for the
+/// layout).
 ///
 /// - [`append`](RaftLogStorage::append) returns at once with the entries
 ///   readable (from memory until they are durable); its [`LogFlushed`] callback
