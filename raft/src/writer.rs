@@ -39,6 +39,23 @@ pub(crate) enum Op<C: RaftTypeConfig> {
     Close(oneshot::Sender<Result<(), Error>>),
 }
 
+/// Most bytes of records the writer gathers into one batch: a queue that grew
+/// while a sync ran goes out in batches of about this size, so that no batch
+/// outgrows a segment by much.
+const MAX_GROUP_BYTES: usize = 8 << 20;
+
+impl<C: RaftTypeConfig> Op<C> {
+    /// The bytes of records this op writes.
+    fn bytes(&self) -> usize {
+        match self {
+            Op::Append { records, .. } | Op::Write { records, .. } => {
+                records.iter().map(|r| r.len()).sum()
+            }
+            Op::Committed(_) | Op::Close(_) => 0,
+        }
+    }
+}
+
 pub(crate) struct Writer<C: RaftTypeConfig> {
     pub(crate) log: LogDir,
     pub(crate) state: Arc<Mutex<State<C>>>,
@@ -51,23 +68,27 @@ pub(crate) struct Writer<C: RaftTypeConfig> {
 
 impl<C: RaftTypeConfig> Writer<C> {
     pub(crate) async fn run(mut self) {
-        let mut batch = Vec::new();
-        while let Some(op) = self.ops.recv().await {
-            batch.push(op);
-            // Group commit: everything queued meanwhile shares the write and sync.
-            while let Ok(op) = self.ops.try_recv() {
-                let close = matches!(op, Op::Close(_));
-                batch.push(op);
-                if close {
-                    break;
+        while let Some(first) = self.ops.recv().await {
+            // Group commit: what is queued meanwhile shares the write and the sync,
+            // up to a close or MAX_GROUP_BYTES of records.
+            let mut batch = Vec::new();
+            let mut bytes = 0;
+            let mut next = Some(first);
+            let mut close = None;
+            while let Some(op) = next.take() {
+                match op {
+                    Op::Close(reply) => close = Some(reply),
+                    op => {
+                        bytes += op.bytes();
+                        batch.push(op);
+                        if bytes < MAX_GROUP_BYTES {
+                            next = self.ops.try_recv().ok();
+                        }
+                    }
                 }
             }
-            let close = match batch.last_mut() {
-                Some(Op::Close(_)) => batch.pop(),
-                _ => None,
-            };
-            self.write(std::mem::take(&mut batch)).await;
-            if let Some(Op::Close(reply)) = close {
+            self.write(batch).await;
+            if let Some(reply) = close {
                 let _ = reply.send(self.close().await);
                 return;
             }
@@ -101,7 +122,8 @@ impl<C: RaftTypeConfig> Writer<C> {
                     records.extend(r.iter().cloned())
                 }
                 Op::Committed(committed) => self.committed = Some(committed.clone()),
-                Op::Close(_) => unreachable!("close is taken off the batch"),
+                // Taken off the batch by `run`.
+                Op::Close(_) => {}
             }
         }
         let result = match &self.failure {
