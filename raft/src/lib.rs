@@ -1,0 +1,78 @@
+//! walcodec's segmented LevelDB-format log directory ([`walcodec::LogDir`]) as
+//! the log storage of [openraft](https://docs.rs/openraft/0.9) 0.9
+//! ([`RaftLogStorage`](openraft::storage::RaftLogStorage), feature `storage-v2`).
+//!
+//! ```
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use openraft::storage::RaftLogStorage;
+//! use openraft::{CommittedLeaderId, LogId, Vote};
+//! use walcodec_raft::LogStore;
+//!
+//! # use std::io::Cursor;
+//! openraft::declare_raft_types!(pub TypeConfig:);
+//!
+//! let dir = tempfile::tempdir()?;
+//! let mut store = LogStore::<TypeConfig>::open(dir.path()).await?;
+//! store.save_vote(&Vote::new(1, 7)).await?; // durable now
+//! store.close().await?;
+//!
+//! let mut store = LogStore::<TypeConfig>::open(dir.path()).await?;
+//! assert_eq!(store.read_vote().await?, Some(Vote::new(1, 7)));
+//! assert_eq!(store.get_log_state().await?.last_log_id, None);
+//! # let _ = LogId::new(CommittedLeaderId::new(1, 7), 0);
+//! store.close().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Layout
+//!
+//! A store is a [`LogDir`](walcodec::LogDir): numbered segment files
+//! (`000001.log`, …), each an ordinary LevelDB-format log, so `walcodec dump`,
+//! `walcodec verify` and any LevelDB log reader read a node's log as it is.
+//! Everything the store keeps is a record of that log, appended in call order:
+//! an entry per record, and the vote, the committed id, truncations and purges as
+//! records of their own (the table below). Opening the store replays the log.
+//!
+//! | tag | record      | fields                         | on replay                                  |
+//! |-----|-------------|--------------------------------|--------------------------------------------|
+//! | `1` | `Entry`     | log id, the whole entry        | drops entries at or after its index, keeps it |
+//! | `2` | `Vote`      | vote                           | the vote from here on                      |
+//! | `3` | `Committed` | committed log id (or none)     | the committed id from here on              |
+//! | `4` | `Truncate`  | first index removed            | drops entries at or after it               |
+//! | `5` | `Purge`     | purged log id, vote, committed | drops entries up to it; sets all three     |
+//!
+//! A record is the tag byte then [postcard](https://docs.rs/postcard) (compact
+//! binary serde) of its fields.
+//!
+//! - A truncation is a record, not a cut of the files: it is crash-atomic (one
+//!   record), and it cannot take with it a vote written after the entries it
+//!   removes. Truncated entries stay in the files until a purge passes them.
+//! - A purge appends its record (repeating the vote and committed id) and, once it
+//!   is durable, deletes the whole segments before both that record and the
+//!   first entry kept ([`LogDir::purge_before`](walcodec::LogDir::purge_before)):
+//!   what remains is a suffix of the log that replays to the same state. The
+//!   active segment is never deleted, so entries purged stay on disk until their
+//!   segment is sealed.
+//! - The store keeps in memory, per entry, its log id and where its record is;
+//!   reads ([`LogReader`]) read the records back from the segments, or from
+//!   memory while an append is not yet durable.
+
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+
+mod error;
+mod reader;
+mod record;
+mod state;
+mod store;
+mod writer;
+
+pub use error::Error;
+pub use reader::{LogReader, MAX_READ_BYTES};
+pub use store::{LogStore, LogStoreBuilder};

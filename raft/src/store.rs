@@ -1,0 +1,339 @@
+//! [`LogStore`]: openraft's [`RaftLogStorage`] on a [`LogDir`].
+
+use std::fmt::{self, Debug};
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use openraft::storage::{LogFlushed, RaftLogStorage};
+use openraft::{
+    LogId, LogState, OptionalSend, RaftLogId, RaftLogReader, RaftTypeConfig, StorageError, Vote,
+};
+use tokio::sync::{mpsc, oneshot};
+use walcodec::{LogDirOptions, LogPosition};
+
+use crate::error::{vote_error, write_error};
+use crate::reader::LogReader;
+use crate::record;
+use crate::state::{Place, Slot, State};
+use crate::writer::{Op, Writer};
+use crate::Error;
+
+/// Configures a [`LogStore`], then opens it.
+///
+/// ```
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), walcodec_raft::Error> {
+/// use walcodec::LogDirOptions;
+/// use walcodec_raft::LogStore;
+/// # use std::io::Cursor;
+/// # openraft::declare_raft_types!(pub TypeConfig:);
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let mut store = LogStore::<TypeConfig>::builder()
+///     .log_dir(LogDirOptions::new().max_segment_bytes(16 << 20).clone())
+///     .open(dir.path())
+///     .await?;
+/// store.close().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct LogStoreBuilder<C: RaftTypeConfig> {
+    options: LogDirOptions,
+    max_read_bytes: Option<u64>,
+    config: PhantomData<fn() -> C>,
+}
+
+impl<C: RaftTypeConfig> LogStoreBuilder<C> {
+    /// The log directory's options: segment size, the writer's group-commit
+    /// settings. Leave retention ([`LogDirOptions::retain_bytes`],
+    /// [`LogDirOptions::retain_age`]) off, as it is by default: openraft decides
+    /// what may go with [`purge`](RaftLogStorage::purge), and a segment deleted
+    /// behind its back loses entries it still needs.
+    pub fn log_dir(&mut self, options: LogDirOptions) -> &mut Self {
+        self.options = options;
+        self
+    }
+
+    /// The most bytes of entry records one
+    /// [`limited_get_log_entries`](RaftLogReader::limited_get_log_entries) call returns
+    /// (at least one entry, however large), so that a replication message stays
+    /// bounded; default [`MAX_READ_BYTES`](crate::MAX_READ_BYTES), 4 MiB.
+    pub fn max_read_bytes(&mut self, bytes: u64) -> &mut Self {
+        self.max_read_bytes = Some(bytes);
+        self
+    }
+
+    /// Opens the store in the directory at `path` (creating it when missing) and
+    /// replays its log: entries, vote, committed and purged ids as the calls
+    /// before the last close or crash left them.
+    ///
+    /// Must be called inside a Tokio runtime: the store's writer is a task of it.
+    ///
+    /// # Errors
+    /// [`Error::Log`] when the directory cannot be opened or recovered (see
+    /// [`LogDirOptions::open`]); [`Error::Decode`] or [`Error::Gap`] when its log is
+    /// not one this store wrote.
+    pub async fn open(&self, path: impl AsRef<Path>) -> Result<LogStore<C>, Error> {
+        let log = self.options.open(path).await?;
+        let state = match State::<C>::replay(&log).await {
+            Ok(state) => state,
+            Err(e) => {
+                let _ = log.close().await;
+                return Err(e);
+            }
+        };
+        let state = Arc::new(Mutex::new(state));
+        let (ops, receiver) = mpsc::unbounded_channel();
+        let writer = Writer {
+            log: log.clone(),
+            state: Arc::clone(&state),
+            ops: receiver,
+            committed: None,
+            failure: None,
+        };
+        tokio::spawn(writer.run());
+        Ok(LogStore {
+            reader: LogReader {
+                log,
+                state,
+                max_read_bytes: self.max_read_bytes.unwrap_or(crate::MAX_READ_BYTES),
+            },
+            ops: Some(ops),
+            seq: 0,
+        })
+    }
+}
+
+/// openraft's log storage on a walcodec [`LogDir`](walcodec::LogDir): entries, the
+/// vote and the committed and purged ids as LevelDB-format records in numbered
+/// segment files, written with group commit (see the [crate docs](crate) for the
+/// layout).
+///
+/// - [`append`](RaftLogStorage::append) returns at once with the entries
+///   readable (from memory until they are durable); its [`LogFlushed`] callback
+///   fires once they are on disk (`fdatasync`), or with the I/O error.
+/// - Every write goes to the log in call order through one writer task, so a
+///   vote, append, truncation or purge is never on disk before an earlier one;
+///   writes queued together share one sync.
+/// - [`save_vote`](RaftLogStorage::save_vote), [`truncate`](RaftLogStorage::truncate)
+///   and [`purge`](RaftLogStorage::purge) return once durable;
+///   [`save_committed`](RaftLogStorage::save_committed) does not wait: the id is
+///   written with the next write or at [`close`](Self::close) (openraft allows
+///   losing it in a crash).
+///
+/// After a failed write the store is poisoned: every later write fails; reopen it.
+pub struct LogStore<C: RaftTypeConfig> {
+    reader: LogReader<C>,
+    /// To the writer task; `None` once closed.
+    ops: Option<mpsc::UnboundedSender<Op<C>>>,
+    /// Tags the slots of each append.
+    seq: u64,
+}
+
+impl<C: RaftTypeConfig> Debug for LogStore<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogStore")
+            .field("path", &self.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: RaftTypeConfig> LogStore<C> {
+    /// Configures a store: see [`LogStoreBuilder`].
+    pub fn builder() -> LogStoreBuilder<C> {
+        LogStoreBuilder::default()
+    }
+
+    /// Opens (or creates) the store at `path` with the default options: see
+    /// [`LogStoreBuilder::open`].
+    pub async fn open(path: impl AsRef<Path>) -> Result<LogStore<C>, Error> {
+        LogStoreBuilder::default().open(path).await
+    }
+
+    /// The log directory.
+    pub fn path(&self) -> &Path {
+        self.reader.log.path()
+    }
+
+    /// Writes what is queued (the committed id included), syncs and closes the log
+    /// and releases the directory's lock. Later calls fail with [`Error::Closed`].
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] when an earlier write failed; the log's error when the
+    /// last write or the close fails.
+    pub async fn close(&mut self) -> Result<(), Error> {
+        let Some(ops) = self.ops.take() else {
+            return Ok(());
+        };
+        let (reply, done) = oneshot::channel();
+        ops.send(Op::Close(reply)).map_err(|_| Error::Closed)?;
+        done.await.map_err(|_| Error::Closed)?
+    }
+
+    fn state(&self) -> MutexGuard<'_, State<C>> {
+        self.reader
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn send(&self, op: Op<C>) -> Result<(), Error> {
+        match &self.ops {
+            Some(ops) => ops.send(op).map_err(|_| Error::Closed),
+            None => Err(Error::Closed),
+        }
+    }
+
+    /// Writes `records` after everything queued; resolves once they are durable.
+    async fn write(&self, records: Vec<Arc<[u8]>>) -> Result<Vec<Range<LogPosition>>, Error> {
+        let (reply, done) = oneshot::channel();
+        self.send(Op::Write { records, reply })?;
+        match done.await {
+            Ok(Ok(ranges)) => Ok(ranges),
+            Ok(Err(e)) => Err(Error::Poisoned(e.to_string())),
+            Err(_) => Err(Error::Closed),
+        }
+    }
+
+    async fn purge_now(&mut self, log_id: LogId<C::NodeId>) -> Result<(), Error> {
+        let (vote, committed) = {
+            let mut state = self.state();
+            if state.purged.as_ref().is_some_and(|p| *p >= log_id) {
+                return Ok(());
+            }
+            state.purge(log_id.clone());
+            (state.vote.clone(), state.committed.clone())
+        };
+        let ranges = self
+            .write(vec![record::purge::<C>(&log_id, &vote, &committed)?.into()])
+            .await?;
+        // The purge record holds all the state the records before it held: the
+        // whole segments before it, and before the first entry kept, may go.
+        let mut cut = ranges[0].start;
+        if let Some((
+            _,
+            Slot {
+                place: Place::Stored(at),
+                ..
+            },
+        )) = self.state().slots.first_key_value()
+        {
+            cut = cut.min(at.start);
+        }
+        self.reader.log.purge_before(cut).await?;
+        Ok(())
+    }
+}
+
+impl<C: RaftTypeConfig> RaftLogReader<C> for LogStore<C> {
+    async fn try_get_log_entries<RB: std::ops::RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
+        self.reader.try_get_log_entries(range).await
+    }
+}
+
+impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
+    type LogReader = LogReader<C>;
+
+    async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<C::NodeId>> {
+        let state = self.state();
+        Ok(LogState {
+            last_purged_log_id: state.purged.clone(),
+            last_log_id: state.last_log_id(),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.reader.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        let record = record::vote::<C>(vote).map_err(vote_error)?;
+        self.write(vec![record.into()]).await.map_err(vote_error)?;
+        self.state().vote = Some(vote.clone());
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
+        Ok(self.state().vote.clone())
+    }
+
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogId<C::NodeId>>,
+    ) -> Result<(), StorageError<C::NodeId>> {
+        self.state().committed = committed.clone();
+        self.send(Op::Committed(committed)).map_err(write_error)
+    }
+
+    async fn read_committed(
+        &mut self,
+    ) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
+        Ok(self.state().committed.clone())
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<C>,
+    ) -> Result<(), StorageError<C::NodeId>>
+    where
+        I: IntoIterator<Item = C::Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let entries: Vec<C::Entry> = entries.into_iter().collect();
+        let mut records = Vec::with_capacity(entries.len());
+        for entry in &entries {
+            records.push(Arc::<[u8]>::from(
+                record::entry::<C>(entry.get_log_id(), entry).map_err(write_error)?,
+            ));
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        let first = entries.first().map_or(0, |e| e.get_log_id().index);
+        {
+            let mut state = self.state();
+            if let Some(first) = entries.first() {
+                // As replay does: an append replaces what it overlaps.
+                state.truncate(first.get_log_id().index);
+            }
+            for (entry, record) in entries.iter().zip(&records) {
+                let log_id = entry.get_log_id().clone();
+                state.slots.insert(
+                    log_id.index,
+                    Slot {
+                        log_id,
+                        place: Place::Pending {
+                            seq,
+                            record: Arc::clone(record),
+                        },
+                    },
+                );
+            }
+        }
+        self.send(Op::Append {
+            first,
+            seq,
+            records,
+            callback,
+        })
+        .map_err(write_error)
+    }
+
+    async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        self.state().truncate(log_id.index);
+        let record = record::truncate(log_id.index).map_err(write_error)?;
+        self.write(vec![record.into()]).await.map_err(write_error)?;
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        self.purge_now(log_id).await.map_err(write_error)
+    }
+}
