@@ -22,6 +22,7 @@
 
 mod builder;
 mod dialect;
+mod pebble;
 mod plain;
 mod recovery;
 
@@ -37,7 +38,8 @@ use tokio_util::codec::Decoder;
 use crate::error::{Corruption, CorruptionKind, Error};
 use crate::format::{Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 use crate::fragment::{
-    Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed, RECYCLABLE_HEADER_SIZE,
+    header_size_of, Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed,
+    RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE,
 };
 use crate::metadata::{
     MetadataRecord, PredecessorWalInfo, TimestampSize, TimestampSizes, WalCompressionType,
@@ -274,6 +276,9 @@ pub struct LogDecoder {
     /// In fragment mode, the start of the last open record that was dropped, and
     /// why: the first reason it met, whatever the chunking of the input.
     cut_short: Option<(u64, CorruptionKind)>,
+    /// Pebble: an invalid chunk whose meaning (the log's end, or corruption) waits
+    /// on what the rest of the log promises.
+    read_ahead: Option<pebble::ReadAhead>,
 }
 
 /// Where a fragment handed out in fragment mode sits in its record. Every other rule
@@ -764,6 +769,13 @@ impl LogDecoder {
     #[inline(never)]
     fn decode_inner(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
         loop {
+            if self.read_ahead.is_some() {
+                self.run_read_ahead(src, eof)?;
+                if self.read_ahead.is_some() {
+                    return Ok(None);
+                }
+                continue;
+            }
             if self.flow != Flow::Reading {
                 // Nothing more will be returned; let the bytes go so a reader can
                 // drain its source without buffering it.
@@ -792,10 +804,82 @@ impl LogDecoder {
             let parsed = self.rules.parse(src, block_left);
             if let Some(header) = parsed.fragment_header() {
                 if header.log_number.is_some() && !self.legacy_data() {
-                    self.state.set_recycled();
+                    self.state.set_recycled(header.synced_offset.is_some());
                 }
             }
+            let pebble = self.rules.dialect() == Dialect::Pebble;
+            // Pebble's own rule for how a log ends, in every mode but SkipCorrupted
+            // (see `pebble`).
+            let pebble_ends = pebble && self.recovery != Recovery::SkipCorrupted;
             match parsed {
+                Parsed::ZeroFill { len } if pebble && len < WAL_SYNC_HEADER_SIZE => {
+                    // Pebble's writers leave up to 18 zero bytes where no header
+                    // fits; anything else in them is an invalid chunk.
+                    if src.len() < len && !eof {
+                        src.reserve(len - src.len());
+                        return self.need_more(src, eof);
+                    }
+                    let rest = &src[..len.min(src.len())];
+                    if len < RECYCLABLE_HEADER_SIZE || rest.iter().all(|&b| b == 0) {
+                        self.skip = Some(Skip {
+                            until: fragment_offset + len as u64,
+                            why: SkipReason::Trailer,
+                        });
+                    } else if pebble_ends {
+                        let covered = (len, len);
+                        let kind = CorruptionKind::ZeroedChunk;
+                        self.pebble_invalid(fragment_offset, fragment_offset, kind, covered)?;
+                    } else {
+                        self.zero_fill(src, fragment_offset, len)?;
+                    }
+                }
+                Parsed::ZeroFill { len } if pebble_ends => {
+                    let covered = (len.min(src.len()), len);
+                    let kind = CorruptionKind::ZeroedChunk;
+                    self.pebble_invalid(fragment_offset, fragment_offset, kind, covered)?;
+                }
+                Parsed::Defect(Defect::BadLength { header, block_left }) if pebble_ends => {
+                    // Pebble measures a length past the block from the payload, a
+                    // header the block cannot hold from the header.
+                    let invalid_offset =
+                        if header_size_of(header.type_byte, Dialect::Pebble) > block_left {
+                            fragment_offset
+                        } else {
+                            fragment_offset + header.len() as u64
+                        };
+                    let kind = CorruptionKind::BadRecordLength;
+                    let covered = (block_left, block_left);
+                    self.pebble_invalid(fragment_offset, invalid_offset, kind, covered)?;
+                }
+                Parsed::Defect(Defect::OldLogNumber { fragment })
+                    if self.rules.is_eof_trailer(&fragment.header())
+                        && matches!(self.assembly, Assembly::Idle) =>
+                {
+                    self.pebble_eof_trailer(fragment_offset);
+                }
+                Parsed::Defect(Defect::OldLogNumber { fragment }) if pebble_ends => {
+                    let kind = CorruptionKind::OldRecord;
+                    let covered = (fragment.len(), block_left);
+                    self.pebble_invalid(fragment_offset, fragment_offset, kind, covered)?;
+                }
+                Parsed::Defect(Defect::ChecksumMismatch {
+                    fragment,
+                    block_left,
+                }) if pebble_ends => {
+                    if src.len() < block_left && !eof {
+                        // What the damage covers is known once its block is.
+                        return self.need_more(src, eof);
+                    }
+                    let invalid_offset = fragment_offset + fragment.header_len() as u64;
+                    let kind = CorruptionKind::ChecksumMismatch;
+                    let covered = (block_left.min(src.len()), block_left);
+                    self.pebble_invalid(fragment_offset, invalid_offset, kind, covered)?;
+                }
+                Parsed::Fragment(fragment) if pebble_ends && fragment.part().is_none() => {
+                    let kind = CorruptionKind::UnknownRecordType(fragment.type_byte());
+                    let covered = (fragment.len(), block_left);
+                    self.pebble_invalid(fragment_offset, fragment_offset, kind, covered)?;
+                }
                 Parsed::Trailer { len } => {
                     self.skip = Some(Skip {
                         until: fragment_offset + len as u64,
@@ -845,6 +929,11 @@ impl LogDecoder {
                     fragment,
                     block_left,
                 }) => {
+                    if self.recovery != Recovery::SkipCorrupted && src.len() < block_left && !eof {
+                        // The error says what the damage covers: the rest of the
+                        // block, or of the log if it ends first. Wait to know which.
+                        return self.need_more(src, eof);
+                    }
                     if self.ends_recycled_log(fragment_offset) {
                         continue;
                     }
@@ -907,7 +996,10 @@ impl LogDecoder {
         fragment_len: usize,
         block_left: usize,
     ) -> Result<(), Error> {
-        let damage = Corruption::new(at, block_left as u64, CorruptionKind::ChecksumMismatch);
+        // The rest of the block, or of the log when it ends first (LevelDB and
+        // RocksDB report what they held of the block).
+        let covered = block_left.min(src.len());
+        let damage = Corruption::new(at, covered as u64, CorruptionKind::ChecksumMismatch);
         if self.recovery != Recovery::SkipCorrupted && cut_at_sector(at, &src[..fragment_len]) {
             // Perhaps a write cut short in space preallocated with zeros: the rest of
             // the file decides (see `ZeroSuspect::Cut`).
@@ -967,7 +1059,10 @@ impl LogDecoder {
     ) -> Result<(), Error> {
         let len = fragment.len();
         self.consume(src, len);
-        if self.legacy_data() && !self.state.is_recycled() {
+        if self.legacy_data()
+            && !self.state.is_recycled()
+            && self.rules.dialect() != Dialect::Pebble
+        {
             return self.unexpected_recyclable(at, len);
         }
         self.stats.old_fragment_bytes += len as u64;
@@ -1016,7 +1111,10 @@ impl LogDecoder {
     ) -> Result<Option<Bytes>, Error> {
         let fragment_len = fragment.len();
         let recyclable = fragment.log_number().is_some();
-        if recyclable && !self.state.is_recycled() {
+        if recyclable && !self.state.is_recycled() && self.rules.dialect() == Dialect::Pebble {
+            // Pebble's reader takes legacy and recyclable fragments alike.
+            self.state.set_recycled(fragment.synced_offset().is_some());
+        } else if recyclable && !self.state.is_recycled() {
             self.consume(src, fragment_len);
             self.unexpected_recyclable(fragment_offset, fragment_len)?;
             return Ok(None);
