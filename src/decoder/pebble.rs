@@ -103,12 +103,8 @@ impl LogDecoder {
             }
             let block_left = BLOCK_SIZE - (self.offset % BLOCK_SIZE as u64) as usize;
             match rules.parse(src, block_left) {
-                Parsed::Fragment(fragment)
-                    if fragment.fragment_type().is_some()
-                        && fragment
-                            .log_number()
-                            .is_none_or(|n| n == rules.stored_log_number()) =>
-                {
+                // Another log number is a defect: a fragment here is the log's own.
+                Parsed::Fragment(fragment) if fragment.fragment_type().is_some() => {
                     if fragment
                         .synced_offset()
                         .is_some_and(|synced| synced > read_ahead.invalid_offset)
