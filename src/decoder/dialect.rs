@@ -46,6 +46,8 @@ pub(super) struct LogState {
     pub(super) predecessor: Option<PredecessorWalInfo>,
     /// Where the live records of a recycled log ended.
     pub(super) recycled_end: Option<u64>,
+    /// Pebble: the log ended at its EOF trailer.
+    pub(super) eof_trailer: bool,
     /// Inflates compressed records.
     pub(super) inflater: Inflater,
 }
@@ -66,6 +68,7 @@ impl LogState {
             timestamp_sizes: Vec::new(),
             predecessor: None,
             recycled_end: None,
+            eof_trailer: false,
             inflater: Inflater::default(),
         };
         state.set_compression(compression);

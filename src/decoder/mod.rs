@@ -374,9 +374,11 @@ impl LogDecoder {
     }
 
     /// Whether the decoder will return no more records (end of its split, a
-    /// `PointInTime` stop, or an error returned).
+    /// `PointInTime` stop, or an error returned) and needs no more input: a Pebble
+    /// log still reading ahead after an invalid chunk (to tell its end from
+    /// corruption) is not finished until it knows.
     pub fn is_finished(&self) -> bool {
-        self.flow != Flow::Reading
+        self.flow != Flow::Reading && self.read_ahead.is_none()
     }
 
     /// Whether fragment checksums are verified from here on (the builder's
@@ -419,8 +421,19 @@ impl LogDecoder {
     /// fragment left from the file's earlier use (another log number), or, in
     /// `TolerateTail`, of the first bad checksum or length. The decoder returns
     /// nothing after it, in every mode but `SkipCorrupted`.
+    ///
+    /// Pebble: where the log ended before its bytes did: its EOF trailer
+    /// ([`has_eof_trailer`](Self::has_eof_trailer)), or an invalid chunk that no
+    /// later WAL-sync fragment proves damaged (known once the decoder has read to
+    /// EOF; see the table in [`Recovery`]).
     pub fn recycled_end(&self) -> Option<u64> {
         self.state.recycled_end
+    }
+
+    /// Pebble: whether the log ended at its EOF trailer (a clean close), which
+    /// [`recycled_end`](Self::recycled_end) then gives.
+    pub fn has_eof_trailer(&self) -> bool {
+        self.state.eof_trailer
     }
 
     /// RocksDB: the compression of the log's data records, as its type-9 record (or
@@ -812,31 +825,33 @@ impl LogDecoder {
             // (see `pebble`).
             let pebble_ends = pebble && self.recovery != Recovery::SkipCorrupted;
             match parsed {
-                Parsed::ZeroFill { len } if pebble && len < WAL_SYNC_HEADER_SIZE => {
+                Parsed::ZeroFill { len }
+                    if pebble && (len < WAL_SYNC_HEADER_SIZE || pebble_ends) =>
+                {
                     // Pebble's writers leave up to 18 zero bytes where no header
-                    // fits; anything else in them is an invalid chunk.
+                    // fits; anything else in them is an invalid chunk, and so is a
+                    // zeroed header with room for one. As Pebble's reader, count
+                    // the room in the bytes the block holds (fewer at EOF).
                     if src.len() < len && !eof {
                         src.reserve(len - src.len());
                         return self.need_more(src, eof);
                     }
                     let rest = &src[..len.min(src.len())];
-                    if len < RECYCLABLE_HEADER_SIZE || rest.iter().all(|&b| b == 0) {
+                    let room = rest.len();
+                    if room < RECYCLABLE_HEADER_SIZE
+                        || (room < WAL_SYNC_HEADER_SIZE && rest.iter().all(|&b| b == 0))
+                    {
                         self.skip = Some(Skip {
                             until: fragment_offset + len as u64,
                             why: SkipReason::Trailer,
                         });
                     } else if pebble_ends {
-                        let covered = (len, len);
+                        let covered = (room, len);
                         let kind = CorruptionKind::ZeroedChunk;
                         self.pebble_invalid(fragment_offset, fragment_offset, kind, covered)?;
                     } else {
                         self.zero_fill(src, fragment_offset, len)?;
                     }
-                }
-                Parsed::ZeroFill { len } if pebble_ends => {
-                    let covered = (len.min(src.len()), len);
-                    let kind = CorruptionKind::ZeroedChunk;
-                    self.pebble_invalid(fragment_offset, fragment_offset, kind, covered)?;
                 }
                 Parsed::Defect(Defect::BadLength { header, block_left }) if pebble_ends => {
                     // Pebble measures a length past the block from the payload, a

@@ -83,6 +83,7 @@ impl LogDecoder {
     pub(super) fn pebble_eof_trailer(&mut self, at: u64) {
         if self.flow == Flow::Reading {
             self.state.recycled_end = Some(at);
+            self.state.eof_trailer = true;
             self.flow = Flow::Halted { at };
         }
     }
