@@ -15,7 +15,7 @@ use bytes::BytesMut;
 use pebble_support::{reference_read_pebble, PebbleEnd};
 use tokio_util::codec::Decoder;
 use walcodec::fragment::{FragmentRules, Parsed};
-use walcodec::{AsyncLogWriter, Dialect, LogDecoder, LogFormat, WriterOptions, BLOCK_SIZE};
+use walcodec::{Dialect, LogDecoder, LogFormat, WriterOptions, BLOCK_SIZE};
 
 const LOG_NUMBER: u64 = 42;
 
