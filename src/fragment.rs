@@ -78,7 +78,7 @@ pub const WAL_SYNC_HEADER_SIZE: usize = 19;
 /// Which engine's log format a log is read or written in.
 ///
 /// The type byte alone cannot tell the dialects apart (RocksDB and Pebble give types
-/// 9–11 different meanings), so readers are told, or ask [`detect`].
+/// 9–11 different meanings), so readers are told, or ask [`detect`](crate::detect::detect).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Dialect {

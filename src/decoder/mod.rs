@@ -1,5 +1,22 @@
 //! `LogDecoder`: a streaming reader of the LevelDB log format.
 //!
+//! # How a log ends
+//!
+//! | the log ends with                                        | dialect        | means          | `TolerateTail`        |
+//! |----------------------------------------------------------|----------------|----------------|-----------------------|
+//! | EOF where a record would start                           | all            | clean end      | `None`                |
+//! | zeros to EOF (from a zero header, or padding)            | all            | preallocated space, clean | `None`     |
+//! | a header or payload cut by EOF, a record without its LAST | all           | torn tail      | `None`, [`has_incomplete_tail`](LogDecoder::has_incomplete_tail) |
+//! | a fragment of another log number                          | RocksDB        | the recycled file's old bytes: clean end | `None`, [`recycled_end`](LogDecoder::recycled_end) |
+//! | the EOF trailer (log number + 1 at a record start)        | Pebble         | clean close    | `None`, [`has_eof_trailer`](LogDecoder::has_eof_trailer) |
+//! | an invalid chunk, no later WAL-sync promise past it       | Pebble         | torn or recycled tail | `None`, [`recycled_end`](LogDecoder::recycled_end) |
+//! | an invalid chunk a later synced offset proves             | Pebble         | corruption     | `Err` once the promise is read |
+//! | damage with more log after it                             | LevelDB, RocksDB | corruption   | `Err`                 |
+//! | a read error of the source                                | all            | not the log's: `Error::Io` ends the stream | `Err(Error::Io)` |
+//!
+//! Each [`Recovery`] mode maps these (see its table); Pebble's rule is in the
+//! `pebble` module.
+//!
 //! The decoder counts every byte it consumes, so it knows where each block starts no
 //! matter how the bytes are chunked on their way in. It never needs more than one
 //! block buffered to make progress.
@@ -17,7 +34,8 @@
 //!
 //! `recovery` names the recovery modes and `builder` holds a decoder's
 //! configuration. `plain` is the common case: an intact FULL fragment, taken without
-//! the general loop. `dialect` is what RocksDB's dialect knows of one log. This file
+//! the general loop. `dialect` is what RocksDB's dialect knows of one log, `pebble`
+//! how Pebble's dialect tells a log's end from corruption. This file
 //! is the general loop, where every rule of record assembly and recovery is decided.
 
 mod builder;
