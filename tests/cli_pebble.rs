@@ -166,3 +166,35 @@ fn auto_says_when_it_cannot_decide() {
         stderr(&verify)
     );
 }
+
+/// `dump --physical` shows WAL-sync headers with their synced offsets and names
+/// the EOF trailer; `repair` refuses to truncate a Pebble WAL by LevelDB's rules.
+#[test]
+fn the_layout_names_wal_sync_headers_and_the_trailer() {
+    let file = vector("db-stage-2/000002.log");
+    let dump = run(&["dump", "--physical", path_str(&file)]);
+    assert_eq!(code(&dump), 0);
+    let text = stdout(&dump);
+    assert!(
+        text.starts_with("dialect pebble log=2 (from the file name)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("end 159 log 2 ends here: its EOF trailer (a clean close)"),
+        "{text}"
+    );
+    let repair = run(&["repair", "--dry-run", path_str(&file)]);
+    assert_eq!(code(&repair), 2);
+    assert!(stderr(&repair).contains("a Pebble WAL"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000003.log");
+    fs::write(&path, wal_sync_log(3, &[vec![7; 100], vec![8; 100]])).unwrap();
+    let dump = run(&["dump", "--physical", path_str(&path)]);
+    let text = stdout(&dump);
+    assert!(
+        text.contains("type=9(W-FULL) len=100 crc=ok log=3 synced=0 hdr=19"),
+        "{text}"
+    );
+    assert!(text.contains("synced=119 hdr=19"), "{text}");
+}
