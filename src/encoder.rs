@@ -9,7 +9,8 @@ use tokio_util::codec::Encoder;
 
 use crate::format::{fragment_header, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 use crate::fragment::{
-    legacy_header, recyclable_header, Dialect, Part, LEGACY_HEADER_SIZE, RECYCLABLE_HEADER_SIZE,
+    legacy_header, recyclable_header, wal_sync_header, Dialect, Part, LEGACY_HEADER_SIZE,
+    RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE,
 };
 use crate::metadata::{MetadataError, PredecessorWalInfo, TimestampSize};
 use crate::Error;
@@ -22,6 +23,13 @@ use crate::Error;
 /// | `LogFormat::leveldb()`         | 7       | —                   | types 1–4      |
 /// | `.recyclable(n)`               | 11      | —                   | types 5–8, log `n` |
 /// | `.zstd()` (feature `zstd`)     | 7 or 11 | type 9 (7-byte header) | one zstd frame per record |
+/// | `LogFormat::pebble(n)`         | 19      | —                   | types 9–12 (Pebble's WAL-sync), log `n`, synced offset |
+///
+/// Pebble's WAL-sync format ends a cleanly closed log with an 11-byte EOF trailer
+/// ([`LogEncoder::encode_eof_trailer`]); each fragment carries the synced offset the
+/// writer last set ([`LogEncoder::set_synced_offset`]: the log's durable end, as
+/// Pebble's `LogWriter` writes it). It has no compression: `pebble` turns `zstd`
+/// off, and `zstd` turns the WAL-sync headers back into RocksDB's recyclable ones.
 ///
 /// RocksDB writes a recyclable WAL when `recycle_log_file_num > 0`, and a compressed
 /// one with `wal_compression = kZSTD`. A RocksDB WAL without either is LevelDB's
@@ -39,6 +47,7 @@ use crate::Error;
 pub struct LogFormat {
     recycle_log_number: Option<u64>,
     zstd: bool,
+    wal_sync: bool,
 }
 
 impl LogFormat {
@@ -47,6 +56,18 @@ impl LogFormat {
         LogFormat {
             recycle_log_number: None,
             zstd: false,
+            wal_sync: false,
+        }
+    }
+
+    /// Pebble's WAL-sync format (CockroachDB 25.3+ stores, format version 20 on):
+    /// 19-byte headers carrying the low 32 bits of `log_number` and the synced
+    /// offset, types 9–12.
+    pub const fn pebble(log_number: u64) -> LogFormat {
+        LogFormat {
+            recycle_log_number: Some(log_number),
+            zstd: false,
+            wal_sync: true,
         }
     }
 
@@ -64,6 +85,7 @@ impl LogFormat {
     #[must_use]
     pub const fn zstd(mut self) -> LogFormat {
         self.zstd = true;
+        self.wal_sync = false;
         self
     }
 
@@ -77,18 +99,28 @@ impl LogFormat {
         self.zstd
     }
 
+    /// Whether this is Pebble's WAL-sync format.
+    pub const fn is_wal_sync(&self) -> bool {
+        self.wal_sync
+    }
+
     /// The dialect a reader needs for this format.
     pub const fn dialect(&self) -> Dialect {
-        if self.recycle_log_number.is_some() || self.zstd {
+        if self.wal_sync {
+            Dialect::Pebble
+        } else if self.recycle_log_number.is_some() || self.zstd {
             Dialect::RocksDb
         } else {
             Dialect::LevelDb
         }
     }
 
-    /// The header size of data fragments: 7, or 11 when recyclable.
+    /// The header size of data fragments: 7, 11 when recyclable, 19 for Pebble's
+    /// WAL-sync format.
     pub const fn header_size(&self) -> usize {
-        if self.recycle_log_number.is_some() {
+        if self.wal_sync {
+            WAL_SYNC_HEADER_SIZE
+        } else if self.recycle_log_number.is_some() {
             RECYCLABLE_HEADER_SIZE
         } else {
             LEGACY_HEADER_SIZE
@@ -129,6 +161,13 @@ impl LogEncoderBuilder {
         self
     }
 
+    /// Write Pebble's WAL-sync format for log `log_number`; see
+    /// [`LogFormat::pebble`].
+    pub fn pebble(&mut self, log_number: u64) -> &mut Self {
+        self.format = LogFormat::pebble(log_number);
+        self
+    }
+
     /// Compress records as RocksDB's `wal_compression = kZSTD`; see
     /// [`LogFormat::zstd`].
     #[cfg(feature = "zstd")]
@@ -150,6 +189,7 @@ impl LogEncoderBuilder {
         LogEncoder {
             offset: self.offset,
             format: self.format,
+            synced_offset: 0,
             #[cfg(feature = "zstd")]
             compressor: self
                 .format
@@ -242,6 +282,8 @@ impl LogEncoderBuilder {
 pub struct LogEncoder<T: ?Sized = [u8]> {
     offset: u64,
     format: LogFormat,
+    /// Pebble's WAL-sync format: the durable end each fragment promises.
+    synced_offset: u64,
     #[cfg(feature = "zstd")]
     compressor: Option<crate::compression::RecordCompressor>,
     /// The item type of the `Encoder` impl; `fn(&T)` keeps the encoder `Send`,
@@ -324,6 +366,43 @@ impl<T: ?Sized> LogEncoder<T> {
     /// The logical length of the log so far: where the next byte will go.
     pub fn offset(&self) -> u64 {
         self.offset
+    }
+
+    /// Pebble's WAL-sync format: the offset up to which the log is durable, which
+    /// every fragment encoded from now on promises (Pebble's reader takes damage
+    /// before a promised offset as corruption, not a torn tail). A writer sets it
+    /// after each sync; it must never exceed what is on disk. Default 0.
+    pub fn set_synced_offset(&mut self, offset: u64) {
+        self.synced_offset = offset;
+    }
+
+    /// The synced offset fragments carry (see [`set_synced_offset`](Self::set_synced_offset)).
+    pub fn synced_offset(&self) -> u64 {
+        self.synced_offset
+    }
+
+    /// Pebble's EOF trailer, what its `LogWriter` writes on a clean close: an
+    /// 11-byte recyclable header with crc 0, length 0, type 5 and the log number
+    /// plus one. Readers in Pebble's dialect stop there cleanly. Written where the
+    /// next header would go (after zero-filling a block end too short for one).
+    /// Does nothing in any format but Pebble's.
+    pub fn encode_eof_trailer(&mut self, dst: &mut BytesMut) -> Position {
+        let Some(log_number) = self.format.log_number().filter(|_| self.format.wal_sync) else {
+            return Position {
+                start: self.offset,
+                end: self.offset,
+            };
+        };
+        self.pad_block(WAL_SYNC_HEADER_SIZE, dst);
+        let start = self.offset;
+        dst.put_bytes(0, 6);
+        dst.put_u8(Part::Full.type_byte(true));
+        dst.put_u32_le((log_number as u32).wrapping_add(1));
+        self.offset += RECYCLABLE_HEADER_SIZE as u64;
+        Position {
+            start,
+            end: self.offset,
+        }
     }
 
     /// Offset inside the current block.
@@ -578,6 +657,13 @@ impl<T: ?Sized> LogEncoder<T> {
     /// A metadata record of `legacy_type` (its recyclable type is the next byte),
     /// whole in one block (`db/log_writer.cc`, `MaybeSwitchToNewBlock`).
     fn encode_metadata(&mut self, legacy_type: u8, payload: &[u8], dst: &mut BytesMut) -> Position {
+        if self.format.wal_sync {
+            // Pebble has no metadata records: its types 9–12 are data.
+            return Position {
+                start: self.offset,
+                end: self.offset,
+            };
+        }
         #[cfg(feature = "zstd")]
         if self.compressor.is_some() && self.offset == 0 {
             self.put_compression_record(dst);
@@ -629,6 +715,15 @@ impl<T: ?Sized> LogEncoder<T> {
     /// A data fragment with this format's header.
     fn put_fragment(&mut self, part: Part, payload: &[u8], dst: &mut BytesMut) {
         let header_size = match self.format.log_number() {
+            Some(log_number) if self.format.wal_sync => {
+                dst.put_slice(&wal_sync_header(
+                    part.wal_sync_type_byte(),
+                    log_number,
+                    self.synced_offset,
+                    payload,
+                ));
+                WAL_SYNC_HEADER_SIZE
+            }
             Some(log_number) => {
                 dst.put_slice(&recyclable_header(
                     part.type_byte(true),

@@ -234,6 +234,10 @@ pub enum CorruptionKind {
     /// RocksDB: a compressed record that does not inflate (not a zstd frame, a
     /// damaged frame, bytes after it, or a frame cut short).
     BadCompressedRecord,
+    /// Pebble: a zeroed header where a fragment should be (Pebble's
+    /// `ErrZeroedChunk`): damage when a later WAL-sync fragment promised the log
+    /// synced past it, else the log's end (preallocated or recycled space).
+    ZeroedChunk,
 }
 
 impl CorruptionKind {
@@ -269,6 +273,7 @@ impl CorruptionKind {
                 format!("unsupported WAL compression type {t}").into()
             }
             CorruptionKind::BadCompressedRecord => "corrupted compressed record".into(),
+            CorruptionKind::ZeroedChunk => "zeroed chunk".into(),
         }
     }
 }

@@ -70,10 +70,15 @@ pub const LEGACY_HEADER_SIZE: usize = 7;
 /// header followed by the low 32 bits of the log number, LE.
 pub const RECYCLABLE_HEADER_SIZE: usize = 11;
 
+/// Size of a Pebble WAL-sync fragment header (types 9–12): the recyclable header
+/// followed by the synced offset, a u64 LE: the writer's promise that the log was
+/// durable up to that offset when the fragment was written.
+pub const WAL_SYNC_HEADER_SIZE: usize = 19;
+
 /// Which engine's log format a log is read or written in.
 ///
 /// The type byte alone cannot tell the dialects apart (RocksDB and Pebble give types
-/// 9–11 different meanings), so readers are told.
+/// 9–11 different meanings), so readers are told, or ask [`detect`](crate::detect::detect).
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -86,6 +91,12 @@ pub enum Dialect {
     /// headers carrying the log number), the compression-type record (9), metadata
     /// records (10, 11, 130, 131), and unknown types with bit 7 set ignorable.
     RocksDb,
+    /// Pebble's WAL (CockroachDB): LevelDB's types, recyclable fragments (5–8,
+    /// 11-byte headers) and WAL-sync fragments (9–12, 19-byte headers carrying the
+    /// log number and a synced offset). A recyclable header of the next log number
+    /// (crc 0, length 0, type 5) where a record would start is the EOF trailer a
+    /// clean close leaves; every other type is unknown.
+    Pebble,
 }
 
 /// A fragment type byte with a meaning in some [`Dialect`].
@@ -124,6 +135,14 @@ pub enum FragmentType {
     PredecessorWalInfo,
     /// 131: the same, recyclable header.
     RecyclablePredecessorWalInfo,
+    /// 9 (Pebble): a whole record, WAL-sync header.
+    WalSyncFull,
+    /// 10 (Pebble): the first fragment of a record, WAL-sync header.
+    WalSyncFirst,
+    /// 11 (Pebble): an interior fragment of a record, WAL-sync header.
+    WalSyncMiddle,
+    /// 12 (Pebble): the last fragment of a record, WAL-sync header.
+    WalSyncLast,
 }
 
 /// The record-assembly role of a data fragment.
@@ -172,6 +191,12 @@ impl Part {
             legacy
         }
     }
+
+    /// Pebble's WAL-sync type byte for this part: 9–12.
+    #[inline]
+    pub const fn wal_sync_type_byte(self) -> u8 {
+        self.record_type().as_u8() + 8
+    }
 }
 
 impl FragmentType {
@@ -185,6 +210,14 @@ impl FragmentType {
             2 => FragmentType::First,
             3 => FragmentType::Middle,
             4 => FragmentType::Last,
+            5 if matches!(dialect, Dialect::Pebble) => FragmentType::RecyclableFull,
+            6 if matches!(dialect, Dialect::Pebble) => FragmentType::RecyclableFirst,
+            7 if matches!(dialect, Dialect::Pebble) => FragmentType::RecyclableMiddle,
+            8 if matches!(dialect, Dialect::Pebble) => FragmentType::RecyclableLast,
+            9 if matches!(dialect, Dialect::Pebble) => FragmentType::WalSyncFull,
+            10 if matches!(dialect, Dialect::Pebble) => FragmentType::WalSyncFirst,
+            11 if matches!(dialect, Dialect::Pebble) => FragmentType::WalSyncMiddle,
+            12 if matches!(dialect, Dialect::Pebble) => FragmentType::WalSyncLast,
             _ => {
                 if !matches!(dialect, Dialect::RocksDb) {
                     return None;
@@ -224,12 +257,36 @@ impl FragmentType {
             FragmentType::RecyclableUserDefinedTimestampSize => 11,
             FragmentType::PredecessorWalInfo => 130,
             FragmentType::RecyclablePredecessorWalInfo => 131,
+            FragmentType::WalSyncFull => 9,
+            FragmentType::WalSyncFirst => 10,
+            FragmentType::WalSyncMiddle => 11,
+            FragmentType::WalSyncLast => 12,
         }
     }
 
-    /// Whether the header carries the log number (11 bytes instead of 7).
+    /// Whether the header carries the log number (11 bytes instead of 7; 19 for
+    /// Pebble's WAL-sync types, see [`FragmentType::is_wal_sync`]).
     #[inline]
     pub const fn is_recyclable(self) -> bool {
+        self.is_wal_sync() || self.is_recyclable_only()
+    }
+
+    /// Whether this is one of Pebble's WAL-sync types (9–12): a 19-byte header
+    /// carrying the log number and the synced offset.
+    #[inline]
+    pub const fn is_wal_sync(self) -> bool {
+        matches!(
+            self,
+            FragmentType::WalSyncFull
+                | FragmentType::WalSyncFirst
+                | FragmentType::WalSyncMiddle
+                | FragmentType::WalSyncLast
+        )
+    }
+
+    /// An 11-byte header exactly.
+    #[inline]
+    const fn is_recyclable_only(self) -> bool {
         matches!(
             self,
             FragmentType::RecyclableFull
@@ -244,7 +301,9 @@ impl FragmentType {
     /// The header size of a fragment of this type.
     #[inline]
     pub const fn header_size(self) -> usize {
-        if self.is_recyclable() {
+        if self.is_wal_sync() {
+            WAL_SYNC_HEADER_SIZE
+        } else if self.is_recyclable() {
             RECYCLABLE_HEADER_SIZE
         } else {
             LEGACY_HEADER_SIZE
@@ -256,10 +315,18 @@ impl FragmentType {
     #[inline]
     pub const fn part(self) -> Option<Part> {
         match self {
-            FragmentType::Full | FragmentType::RecyclableFull => Some(Part::Full),
-            FragmentType::First | FragmentType::RecyclableFirst => Some(Part::First),
-            FragmentType::Middle | FragmentType::RecyclableMiddle => Some(Part::Middle),
-            FragmentType::Last | FragmentType::RecyclableLast => Some(Part::Last),
+            FragmentType::Full | FragmentType::RecyclableFull | FragmentType::WalSyncFull => {
+                Some(Part::Full)
+            }
+            FragmentType::First | FragmentType::RecyclableFirst | FragmentType::WalSyncFirst => {
+                Some(Part::First)
+            }
+            FragmentType::Middle | FragmentType::RecyclableMiddle | FragmentType::WalSyncMiddle => {
+                Some(Part::Middle)
+            }
+            FragmentType::Last | FragmentType::RecyclableLast | FragmentType::WalSyncLast => {
+                Some(Part::Last)
+            }
             _ => None,
         }
     }
@@ -279,11 +346,29 @@ impl FragmentType {
     }
 }
 
-/// Whether `type_byte` takes an 11-byte header in `dialect`: RocksDB's 5–8, 11 and
-/// 131 (as its current reader decides; 7.8.3's knew only 5–8).
+/// Whether `type_byte` takes a header carrying the log number in `dialect`:
+/// RocksDB's 5–8, 11 and 131 (as its current reader decides; 7.8.3's knew only
+/// 5–8), Pebble's 5–8 and its WAL-sync 9–12 (19 bytes: see [`header_size_of`]).
 #[inline]
 pub const fn is_recyclable_type(type_byte: u8, dialect: Dialect) -> bool {
-    matches!(dialect, Dialect::RocksDb) && matches!(type_byte, 5..=8 | 11 | 131)
+    match dialect {
+        Dialect::RocksDb => matches!(type_byte, 5..=8 | 11 | 131),
+        Dialect::Pebble => matches!(type_byte, 5..=12),
+        Dialect::LevelDb => false,
+    }
+}
+
+/// The header size `type_byte` takes in `dialect`: 7, 11 (recyclable) or 19
+/// (Pebble's WAL-sync types 9–12).
+#[inline]
+pub const fn header_size_of(type_byte: u8, dialect: Dialect) -> usize {
+    if matches!(dialect, Dialect::Pebble) && matches!(type_byte, 9..=12) {
+        WAL_SYNC_HEADER_SIZE
+    } else if is_recyclable_type(type_byte, dialect) {
+        RECYCLABLE_HEADER_SIZE
+    } else {
+        LEGACY_HEADER_SIZE
+    }
 }
 
 /// A fragment header as stored; only the fields are read, nothing is checked.
@@ -298,13 +383,18 @@ pub struct FragmentHeader {
     /// The stored log number (its low 32 bits) of a recyclable header; `None` for a
     /// legacy one.
     pub log_number: Option<u32>,
+    /// Pebble's WAL-sync header (types 9–12): the synced offset it promises.
+    pub synced_offset: Option<u64>,
 }
 
 impl FragmentHeader {
-    /// The header's size in bytes: 7, or 11 with a log number.
+    /// The header's size in bytes: 7, 11 with a log number, 19 with a synced
+    /// offset too.
     #[inline]
     pub const fn len(&self) -> usize {
-        if self.log_number.is_some() {
+        if self.synced_offset.is_some() {
+            WAL_SYNC_HEADER_SIZE
+        } else if self.log_number.is_some() {
             RECYCLABLE_HEADER_SIZE
         } else {
             LEGACY_HEADER_SIZE
@@ -375,7 +465,14 @@ impl Fragment {
         self.header.log_number
     }
 
-    /// Header size: 7 or 11.
+    /// Pebble's WAL-sync fragment: the offset up to which its writer promised the
+    /// log was synced when it wrote this fragment.
+    #[inline]
+    pub const fn synced_offset(&self) -> Option<u64> {
+        self.header.synced_offset
+    }
+
+    /// Header size: 7, 11 or 19.
     #[inline]
     pub const fn header_len(&self) -> usize {
         self.header.len()
@@ -561,6 +658,22 @@ impl FragmentRules {
         self.dialect
     }
 
+    /// The low 32 bits of the log number, as headers store them.
+    #[inline]
+    pub const fn stored_log_number(&self) -> u32 {
+        self.log_number
+    }
+
+    /// Pebble: whether `header` (an old log number's, [`Defect::OldLogNumber`])
+    /// is the EOF trailer a clean close leaves: the next log's number. Where a
+    /// record would start, the log ends cleanly there. Always false in the other
+    /// dialects.
+    #[inline]
+    pub const fn is_eof_trailer(&self, header: &FragmentHeader) -> bool {
+        matches!(self.dialect, Dialect::Pebble)
+            && matches!(header.log_number, Some(n) if n == self.log_number.wrapping_add(1))
+    }
+
     /// What lies at the start of `bytes`, the bytes available at a position with
     /// `block_left` bytes left in its block (1 to [`BLOCK_SIZE`]; `bytes` may hold
     /// more than the block). Pure: the caller consumes what the answer says.
@@ -585,22 +698,34 @@ impl FragmentRules {
             length,
             type_byte,
             log_number: None,
+            synced_offset: None,
         };
         if is_recyclable_type(type_byte, self.dialect) {
-            if block_left < RECYCLABLE_HEADER_SIZE {
+            let header_size = header_size_of(type_byte, self.dialect);
+            if block_left < header_size {
+                if matches!(self.dialect, Dialect::Pebble) {
+                    // Pebble's writer never starts a header it cannot finish in
+                    // the block: its reader takes this as an invalid chunk.
+                    return Parsed::Defect(Defect::BadLength { header, block_left });
+                }
                 // RocksDB's reader takes a block end too short for this header as
                 // a trailer and reads on in the next block.
                 return Parsed::Trailer { len: block_left };
             }
-            let Some(number) = bytes.get(LEGACY_HEADER_SIZE..RECYCLABLE_HEADER_SIZE) else {
+            let Some(number) = bytes.get(LEGACY_HEADER_SIZE..header_size) else {
                 return Parsed::Incomplete {
-                    needed: RECYCLABLE_HEADER_SIZE,
+                    needed: header_size,
                     header: None,
                 };
             };
             header.log_number = Some(u32::from_le_bytes([
                 number[0], number[1], number[2], number[3],
             ]));
+            if let Some(offset) = number.get(4..12) {
+                let mut synced = [0; 8];
+                synced.copy_from_slice(offset);
+                header.synced_offset = Some(u64::from_le_bytes(synced));
+            }
         }
 
         if header.is_zero_fill() {
@@ -761,6 +886,28 @@ pub fn recyclable_header(
         number[2],
         number[3],
     ]
+}
+
+/// Builds Pebble's WAL-sync (19-byte) header for a fragment of type `type_byte`
+/// (9–12) in log `log_number` (its low 32 bits are stored), promising the log
+/// synced up to `synced_offset`. The checksum covers type, log number, synced
+/// offset and payload.
+#[inline]
+pub fn wal_sync_header(
+    type_byte: u8,
+    log_number: u64,
+    synced_offset: u64,
+    payload: &[u8],
+) -> [u8; WAL_SYNC_HEADER_SIZE] {
+    debug_assert!(payload.len() <= BLOCK_SIZE - WAL_SYNC_HEADER_SIZE);
+    let mut header = [0; WAL_SYNC_HEADER_SIZE];
+    header[4..6].copy_from_slice(&(payload.len() as u16).to_le_bytes());
+    header[6] = type_byte;
+    header[7..11].copy_from_slice(&(log_number as u32).to_le_bytes());
+    header[11..19].copy_from_slice(&synced_offset.to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[6..]), payload);
+    header[..4].copy_from_slice(&mask(crc).to_le_bytes());
+    header
 }
 
 #[cfg(test)]

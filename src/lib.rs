@@ -78,6 +78,7 @@ mod codec;
 #[cfg(feature = "zstd")]
 pub mod compression;
 mod decoder;
+pub mod detect;
 mod encoder;
 mod error;
 pub mod format;

@@ -22,7 +22,21 @@
 //! | CommitWithTimestamp | 0x15 |   | timestamp, xid                 | no      |
 //!
 //! LevelDB knows only Put (1) and Delete (0); RocksDB's tags are a superset with the
-//! same meaning for those two. An unknown tag ends the walk (its fields' length is
+//! same meaning for those two. Pebble ([`Dialect::Pebble`]) shares 0–3, 7 and 0x0F
+//! and gives the tags above 0x0F its own kinds, never with a column family:
+//!
+//! | Pebble kind        | tag  | fields        | as                                  |
+//! |--------------------|------|---------------|-------------------------------------|
+//! | SETWITHDEL         | 0x12 | key           | [`Operation::PebbleKey`]            |
+//! | RANGEKEYDEL        | 0x13 | start, end    | [`Operation::RangeKeyDelete`]       |
+//! | RANGEKEYUNSET      | 0x14 | start, value  | [`Operation::RangeKeyUnset`]        |
+//! | RANGEKEYSET        | 0x15 | start, value  | [`Operation::RangeKeySet`]          |
+//! | INGESTSST          | 0x16 | key           | [`Operation::PebbleKey`]            |
+//! | DELETESIZED        | 0x17 | key, value    | [`Operation::PebbleKey`]            |
+//! | EXCISE             | 0x18 | start, end    | [`Operation::PebbleKey`]            |
+//! | INGESTSSTWITHBLOBS | 0x1A | key, value    | [`Operation::PebbleKey`]            |
+//!
+//! (as Pebble's `batchrepr.Read` decodes them); any other tag above 0x0F is unknown. An unknown tag ends the walk (its fields' length is
 //! unknown) and is handed over with the rest of the batch as raw bytes.
 //!
 //! Decoding borrows from the record, allocates nothing, and never panics: damage is a
@@ -190,6 +204,38 @@ pub enum Operation<'a> {
     },
     /// A placeholder.
     Noop,
+    /// Pebble: delete the range keys in `start..end` (RANGEKEYDEL, 0x13).
+    RangeKeyDelete {
+        /// First key of the span.
+        start: &'a [u8],
+        /// First key after it.
+        end: &'a [u8],
+    },
+    /// Pebble: remove range keys of some suffixes (RANGEKEYUNSET, 0x14).
+    RangeKeyUnset {
+        /// First key of the span.
+        start: &'a [u8],
+        /// The span's end key and the suffixes, as Pebble's `rangekey` encodes them.
+        value: &'a [u8],
+    },
+    /// Pebble: set range keys (RANGEKEYSET, 0x15).
+    RangeKeySet {
+        /// First key of the span.
+        start: &'a [u8],
+        /// The span's end key and the suffix/value pairs, as Pebble's `rangekey`
+        /// encodes them.
+        value: &'a [u8],
+    },
+    /// Pebble: another of its kinds (SETWITHDEL, INGESTSST, DELETESIZED, EXCISE,
+    /// INGESTSSTWITHBLOBS): its tag, key and value (for the kinds that have one).
+    PebbleKey {
+        /// The kind (`InternalKeyKind`).
+        kind: u8,
+        /// The key.
+        key: &'a [u8],
+        /// The value, for the kinds that carry one.
+        value: Option<&'a [u8]>,
+    },
     /// A tag this dialect does not know: the tag and every byte after it. The walk
     /// ends here.
     Unknown {
@@ -213,6 +259,10 @@ impl Operation<'_> {
                 | Operation::BlobIndex { .. }
                 | Operation::PutEntity { .. }
                 | Operation::TimedPut { .. }
+                | Operation::RangeKeyDelete { .. }
+                | Operation::RangeKeyUnset { .. }
+                | Operation::RangeKeySet { .. }
+                | Operation::PebbleKey { .. }
         )
     }
 
@@ -294,6 +344,19 @@ impl Operation<'_> {
             ),
             Operation::Rollback { xid } => write!(out, "ROLLBACK({}) ", Hex(xid)),
             Operation::Noop => out.write_str("NOOP "),
+            Operation::RangeKeyDelete { start, end } => {
+                write!(out, "RANGEKEYDEL : {} {} ", Hex(start), Hex(end))
+            }
+            Operation::RangeKeyUnset { start, value } => {
+                key_value(out, "RANGEKEYUNSET", 0, start, value)
+            }
+            Operation::RangeKeySet { start, value } => {
+                key_value(out, "RANGEKEYSET", 0, start, value)
+            }
+            Operation::PebbleKey { kind, key, value } => {
+                let name = pebble_kind_name(kind);
+                key_value(out, name, 0, key, value.unwrap_or_default())
+            }
             Operation::Unknown { tag, rest } => {
                 write!(out, "UNKNOWN({tag:#04x}) : {} ", Hex(rest))
             }
@@ -492,9 +555,86 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// Pebble's name of a kind (`InternalKeyKind.String`).
+fn pebble_kind_name(kind: u8) -> &'static str {
+    match kind {
+        0x12 => "SETWITHDEL",
+        0x16 => "INGESTSST",
+        0x17 => "DELETESIZED",
+        0x18 => "EXCISE",
+        0x1a => "INGESTSSTWITHBLOBS",
+        _ => "PEBBLE_KIND",
+    }
+}
+
 impl<'a> Operations<'a> {
+    /// Pebble's kinds: a key, then a value for the kinds that carry one.
+    fn decode_pebble(&self, tag: u8, fields: &mut Fields<'a>) -> Option<Operation<'a>> {
+        use tag::*;
+        let operation = match tag {
+            PUT => Operation::Put {
+                column_family: 0,
+                key: fields.string()?,
+                value: fields.string()?,
+            },
+            DELETE => Operation::Delete {
+                column_family: 0,
+                key: fields.string()?,
+            },
+            MERGE => Operation::Merge {
+                column_family: 0,
+                key: fields.string()?,
+                value: fields.string()?,
+            },
+            LOG_DATA => Operation::LogData {
+                blob: fields.string()?,
+            },
+            SINGLE_DELETE => Operation::SingleDelete {
+                column_family: 0,
+                key: fields.string()?,
+            },
+            DELETE_RANGE => Operation::DeleteRange {
+                column_family: 0,
+                begin: fields.string()?,
+                end: fields.string()?,
+            },
+            0x13 => Operation::RangeKeyDelete {
+                start: fields.string()?,
+                end: fields.string()?,
+            },
+            0x14 => Operation::RangeKeyUnset {
+                start: fields.string()?,
+                value: fields.string()?,
+            },
+            0x15 => Operation::RangeKeySet {
+                start: fields.string()?,
+                value: fields.string()?,
+            },
+            0x12 | 0x16 => Operation::PebbleKey {
+                kind: tag,
+                key: fields.string()?,
+                value: None,
+            },
+            0x17 | 0x18 | 0x1a => Operation::PebbleKey {
+                kind: tag,
+                key: fields.string()?,
+                value: Some(fields.string()?),
+            },
+            _ => {
+                return Some(Operation::Unknown {
+                    tag,
+                    rest: fields.bytes,
+                })
+            }
+        };
+        Some(operation)
+    }
+
     fn decode(&self, tag: u8, fields: &mut Fields<'a>) -> Option<Operation<'a>> {
         use tag::*;
+        if self.dialect == Dialect::Pebble {
+            return self.decode_pebble(tag, fields);
+        }
         let known_to_leveldb = matches!(tag, PUT | DELETE);
         if self.dialect == Dialect::LevelDb && !known_to_leveldb {
             return Some(Operation::Unknown {

@@ -22,6 +22,8 @@ pub(super) struct LogState {
     /// the first fragment left from its earlier use (and, in `TolerateTail`, at the
     /// first bad checksum or length). Set through [`LogState::set_recycled`].
     recycled: bool,
+    /// Pebble: the recyclable fragments are WAL-sync ones (19-byte headers).
+    wal_sync: bool,
     /// The low 32 bits of the log number, as a recyclable header stores them.
     log_number: u32,
     /// What the decoder's plain path takes: [`LogState::full_shape`], or nothing
@@ -44,6 +46,8 @@ pub(super) struct LogState {
     pub(super) predecessor: Option<PredecessorWalInfo>,
     /// Where the live records of a recycled log ended.
     pub(super) recycled_end: Option<u64>,
+    /// Pebble: the log ended at its EOF trailer.
+    pub(super) eof_trailer: bool,
     /// Inflates compressed records.
     pub(super) inflater: Inflater,
 }
@@ -54,6 +58,7 @@ impl LogState {
     pub(super) fn new(log_number: u64, compression: Option<WalCompressionType>) -> LogState {
         let mut state = LogState {
             recycled: false,
+            wal_sync: false,
             log_number: log_number as u32,
             plain_shape: FullShape::LEGACY,
             legacy_data: false,
@@ -63,6 +68,7 @@ impl LogState {
             timestamp_sizes: Vec::new(),
             predecessor: None,
             recycled_end: None,
+            eof_trailer: false,
             inflater: Inflater::default(),
         };
         state.set_compression(compression);
@@ -74,9 +80,11 @@ impl LogState {
         self.recycled
     }
 
-    /// The file is a recycled WAL: its data fragments are recyclable ones.
-    pub(super) fn set_recycled(&mut self) {
+    /// The file is a recycled WAL: its data fragments are recyclable ones (Pebble's
+    /// WAL-sync ones when `wal_sync`).
+    pub(super) fn set_recycled(&mut self, wal_sync: bool) {
         self.recycled = true;
+        self.wal_sync = wal_sync;
         self.refresh_shapes();
     }
 
@@ -84,7 +92,9 @@ impl LogState {
     /// its number once it is found recycled.
     #[inline(always)]
     pub(super) fn full_shape(&self) -> FullShape {
-        if self.recycled {
+        if self.recycled && self.wal_sync {
+            FullShape::wal_sync(self.log_number)
+        } else if self.recycled {
             FullShape::recyclable(self.log_number)
         } else {
             FullShape::LEGACY

@@ -1,5 +1,22 @@
 //! `LogDecoder`: a streaming reader of the LevelDB log format.
 //!
+//! # How a log ends
+//!
+//! | the log ends with                                        | dialect        | means          | `TolerateTail`        |
+//! |----------------------------------------------------------|----------------|----------------|-----------------------|
+//! | EOF where a record would start                           | all            | clean end      | `None`                |
+//! | zeros to EOF (from a zero header, or padding)            | all            | preallocated space, clean | `None`     |
+//! | a header or payload cut by EOF, a record without its LAST | all           | torn tail      | `None`, [`has_incomplete_tail`](LogDecoder::has_incomplete_tail) |
+//! | a fragment of another log number                          | RocksDB        | the recycled file's old bytes: clean end | `None`, [`recycled_end`](LogDecoder::recycled_end) |
+//! | the EOF trailer (log number + 1 at a record start)        | Pebble         | clean close    | `None`, [`has_eof_trailer`](LogDecoder::has_eof_trailer) |
+//! | an invalid chunk, no later WAL-sync promise past it       | Pebble         | torn or recycled tail | `None`, [`recycled_end`](LogDecoder::recycled_end) |
+//! | an invalid chunk a later synced offset proves             | Pebble         | corruption     | `Err` once the promise is read |
+//! | damage with more log after it                             | LevelDB, RocksDB | corruption   | `Err`                 |
+//! | a read error of the source                                | all            | not the log's: `Error::Io` ends the stream | `Err(Error::Io)` |
+//!
+//! Each [`Recovery`] mode maps these (see its table); Pebble's rule is in the
+//! `pebble` module.
+//!
 //! The decoder counts every byte it consumes, so it knows where each block starts no
 //! matter how the bytes are chunked on their way in. It never needs more than one
 //! block buffered to make progress.
@@ -17,11 +34,13 @@
 //!
 //! `recovery` names the recovery modes and `builder` holds a decoder's
 //! configuration. `plain` is the common case: an intact FULL fragment, taken without
-//! the general loop. `dialect` is what RocksDB's dialect knows of one log. This file
+//! the general loop. `dialect` is what RocksDB's dialect knows of one log, `pebble`
+//! how Pebble's dialect tells a log's end from corruption. This file
 //! is the general loop, where every rule of record assembly and recovery is decided.
 
 mod builder;
 mod dialect;
+mod pebble;
 mod plain;
 mod recovery;
 
@@ -37,7 +56,8 @@ use tokio_util::codec::Decoder;
 use crate::error::{Corruption, CorruptionKind, Error};
 use crate::format::{Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 use crate::fragment::{
-    Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed, RECYCLABLE_HEADER_SIZE,
+    header_size_of, Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed,
+    RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE,
 };
 use crate::metadata::{
     MetadataRecord, PredecessorWalInfo, TimestampSize, TimestampSizes, WalCompressionType,
@@ -276,6 +296,9 @@ pub struct LogDecoder {
     /// In fragment mode, the start of the last open record that was dropped, and
     /// why: the first reason it met, whatever the chunking of the input.
     cut_short: Option<(u64, CorruptionKind)>,
+    /// Pebble: an invalid chunk whose meaning (the log's end, or corruption) waits
+    /// on what the rest of the log promises.
+    read_ahead: Option<pebble::ReadAhead>,
 }
 
 /// Where a fragment handed out in fragment mode sits in its record. Every other rule
@@ -371,9 +394,11 @@ impl LogDecoder {
     }
 
     /// Whether the decoder will return no more records (end of its split, a
-    /// `PointInTime` stop, or an error returned).
+    /// `PointInTime` stop, or an error returned) and needs no more input: a Pebble
+    /// log still reading ahead after an invalid chunk (to tell its end from
+    /// corruption) is not finished until it knows.
     pub fn is_finished(&self) -> bool {
-        self.flow != Flow::Reading
+        self.flow != Flow::Reading && self.read_ahead.is_none()
     }
 
     /// Whether fragment checksums are verified from here on (the builder's
@@ -416,8 +441,19 @@ impl LogDecoder {
     /// fragment left from the file's earlier use (another log number), or, in
     /// `TolerateTail`, of the first bad checksum or length. The decoder returns
     /// nothing after it, in every mode but `SkipCorrupted`.
+    ///
+    /// Pebble: where the log ended before its bytes did: its EOF trailer
+    /// ([`has_eof_trailer`](Self::has_eof_trailer)), or an invalid chunk that no
+    /// later WAL-sync fragment proves damaged (known once the decoder has read to
+    /// EOF; see the table in [`Recovery`]).
     pub fn recycled_end(&self) -> Option<u64> {
         self.state.recycled_end
+    }
+
+    /// Pebble: whether the log ended at its EOF trailer (a clean close), which
+    /// [`recycled_end`](Self::recycled_end) then gives.
+    pub fn has_eof_trailer(&self) -> bool {
+        self.state.eof_trailer
     }
 
     /// RocksDB: the compression of the log's data records, as its type-9 record (or
@@ -767,6 +803,13 @@ impl LogDecoder {
     #[inline(never)]
     fn decode_inner(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
         loop {
+            if self.read_ahead.is_some() {
+                self.run_read_ahead(src, eof)?;
+                if self.read_ahead.is_some() {
+                    return Ok(None);
+                }
+                continue;
+            }
             if self.flow != Flow::Reading {
                 // Nothing more will be returned; let the bytes go so a reader can
                 // drain its source without buffering it.
@@ -795,10 +838,84 @@ impl LogDecoder {
             let parsed = self.rules.parse(src, block_left);
             if let Some(header) = parsed.fragment_header() {
                 if header.log_number.is_some() && !self.legacy_data() {
-                    self.state.set_recycled();
+                    self.state.set_recycled(header.synced_offset.is_some());
                 }
             }
+            let pebble = self.rules.dialect() == Dialect::Pebble;
+            // Pebble's own rule for how a log ends, in every mode but SkipCorrupted
+            // (see `pebble`).
+            let pebble_ends = pebble && self.recovery != Recovery::SkipCorrupted;
             match parsed {
+                Parsed::ZeroFill { len }
+                    if pebble && (len < WAL_SYNC_HEADER_SIZE || pebble_ends) =>
+                {
+                    // Pebble's writers leave up to 18 zero bytes where no header
+                    // fits; anything else in them is an invalid chunk, and so is a
+                    // zeroed header with room for one. As Pebble's reader, count
+                    // the room in the bytes the block holds (fewer at EOF).
+                    if src.len() < len && !eof {
+                        src.reserve(len - src.len());
+                        return self.need_more(src, eof);
+                    }
+                    let rest = &src[..len.min(src.len())];
+                    let room = rest.len();
+                    if room < RECYCLABLE_HEADER_SIZE
+                        || (room < WAL_SYNC_HEADER_SIZE && rest.iter().all(|&b| b == 0))
+                    {
+                        self.skip = Some(Skip {
+                            until: fragment_offset + len as u64,
+                            why: SkipReason::Trailer,
+                        });
+                    } else if pebble_ends {
+                        let covered = (room, len);
+                        let kind = CorruptionKind::ZeroedChunk;
+                        self.pebble_invalid(fragment_offset, fragment_offset, kind, covered)?;
+                    } else {
+                        self.zero_fill(src, fragment_offset, len)?;
+                    }
+                }
+                Parsed::Defect(Defect::BadLength { header, block_left }) if pebble_ends => {
+                    // Pebble measures a length past the block from the payload, a
+                    // header the block cannot hold from the header.
+                    let invalid_offset =
+                        if header_size_of(header.type_byte, Dialect::Pebble) > block_left {
+                            fragment_offset
+                        } else {
+                            fragment_offset + header.len() as u64
+                        };
+                    let kind = CorruptionKind::BadRecordLength;
+                    let covered = (block_left, block_left);
+                    self.pebble_invalid(fragment_offset, invalid_offset, kind, covered)?;
+                }
+                Parsed::Defect(Defect::OldLogNumber { fragment })
+                    if self.rules.is_eof_trailer(&fragment.header())
+                        && matches!(self.assembly, Assembly::Idle) =>
+                {
+                    self.pebble_eof_trailer(fragment_offset);
+                }
+                Parsed::Defect(Defect::OldLogNumber { fragment }) if pebble_ends => {
+                    let kind = CorruptionKind::OldRecord;
+                    let covered = (fragment.len(), block_left);
+                    self.pebble_invalid(fragment_offset, fragment_offset, kind, covered)?;
+                }
+                Parsed::Defect(Defect::ChecksumMismatch {
+                    fragment,
+                    block_left,
+                }) if pebble_ends => {
+                    if src.len() < block_left && !eof {
+                        // What the damage covers is known once its block is.
+                        return self.need_more(src, eof);
+                    }
+                    let invalid_offset = fragment_offset + fragment.header_len() as u64;
+                    let kind = CorruptionKind::ChecksumMismatch;
+                    let covered = (block_left.min(src.len()), block_left);
+                    self.pebble_invalid(fragment_offset, invalid_offset, kind, covered)?;
+                }
+                Parsed::Fragment(fragment) if pebble_ends && fragment.part().is_none() => {
+                    let kind = CorruptionKind::UnknownRecordType(fragment.type_byte());
+                    let covered = (fragment.len(), block_left);
+                    self.pebble_invalid(fragment_offset, fragment_offset, kind, covered)?;
+                }
                 Parsed::Trailer { len } => {
                     self.skip = Some(Skip {
                         until: fragment_offset + len as u64,
@@ -848,6 +965,11 @@ impl LogDecoder {
                     fragment,
                     block_left,
                 }) => {
+                    if self.recovery != Recovery::SkipCorrupted && src.len() < block_left && !eof {
+                        // The error says what the damage covers: the rest of the
+                        // block, or of the log if it ends first. Wait to know which.
+                        return self.need_more(src, eof);
+                    }
                     if self.ends_recycled_log(fragment_offset) {
                         continue;
                     }
@@ -910,7 +1032,10 @@ impl LogDecoder {
         fragment_len: usize,
         block_left: usize,
     ) -> Result<(), Error> {
-        let damage = Corruption::new(at, block_left as u64, CorruptionKind::ChecksumMismatch);
+        // The rest of the block, or of the log when it ends first (LevelDB and
+        // RocksDB report what they held of the block).
+        let covered = block_left.min(src.len());
+        let damage = Corruption::new(at, covered as u64, CorruptionKind::ChecksumMismatch);
         if self.recovery != Recovery::SkipCorrupted && cut_at_sector(at, &src[..fragment_len]) {
             // Perhaps a write cut short in space preallocated with zeros: the rest of
             // the file decides (see `ZeroSuspect::Cut`).
@@ -970,7 +1095,10 @@ impl LogDecoder {
     ) -> Result<(), Error> {
         let len = fragment.len();
         self.consume(src, len);
-        if self.legacy_data() && !self.state.is_recycled() {
+        if self.legacy_data()
+            && !self.state.is_recycled()
+            && self.rules.dialect() != Dialect::Pebble
+        {
             return self.unexpected_recyclable(at, len);
         }
         self.stats.old_fragment_bytes += len as u64;
@@ -1019,7 +1147,10 @@ impl LogDecoder {
     ) -> Result<Option<Bytes>, Error> {
         let fragment_len = fragment.len();
         let recyclable = fragment.log_number().is_some();
-        if recyclable && !self.state.is_recycled() {
+        if recyclable && !self.state.is_recycled() && self.rules.dialect() == Dialect::Pebble {
+            // Pebble's reader takes legacy and recyclable fragments alike.
+            self.state.set_recycled(fragment.synced_offset().is_some());
+        } else if recyclable && !self.state.is_recycled() {
             self.consume(src, fragment_len);
             self.unexpected_recyclable(fragment_offset, fragment_len)?;
             return Ok(None);

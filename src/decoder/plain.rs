@@ -19,7 +19,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use super::{Assembly, Flow, LogDecoder};
 use crate::error::Error;
 use crate::format::{fragment_crc_in_place, unmask, RecordType, BLOCK_SIZE, HEADER_SIZE};
-use crate::fragment::{FragmentType, RECYCLABLE_HEADER_SIZE};
+use crate::fragment::{FragmentType, RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE};
 
 /// Where a header's checksum ends: the plain path reads the 8 bytes after it (length,
 /// type and, in a recyclable header, the log number) as one word.
@@ -64,6 +64,17 @@ impl FullShape {
             expected: ((FragmentType::RecyclableFull.as_u8() as u64) | (log_number as u64) << 8)
                 << 16,
             header_len: RECYCLABLE_HEADER_SIZE,
+        }
+    }
+
+    /// A Pebble WAL-sync FULL fragment of the log whose number's low 32 bits are
+    /// `log_number`: type 9, the number, a 19-byte header (the synced offset after
+    /// the number is the payload's business here: it is checked by the checksum).
+    pub(super) const fn wal_sync(log_number: u32) -> FullShape {
+        FullShape {
+            mask: 0xff_ffff_ffff << 16,
+            expected: ((FragmentType::WalSyncFull.as_u8() as u64) | (log_number as u64) << 8) << 16,
+            header_len: WAL_SYNC_HEADER_SIZE,
         }
     }
 

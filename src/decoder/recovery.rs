@@ -13,6 +13,24 @@ use std::str::FromStr;
 /// | `PointInTime`         | clean end        | reported, then a clean end there    |
 /// | `SkipCorrupted`       | clean end        | reported and skipped, as LevelDB    |
 ///
+/// In Pebble's dialect ([`Dialect::Pebble`](crate::Dialect::Pebble)) "other damage"
+/// is only what Pebble's reader calls corruption: an invalid chunk that a later
+/// WAL-sync fragment promised synced. An invalid chunk nothing after it promised is
+/// the log's end (torn, or the recycled file's old bytes): a clean end in
+/// `TolerateTail` and `PointInTime`, an error in `AbsoluteConsistency` (a clean
+/// close ends with the EOF trailer, which every mode takes as the end).
+/// `SkipCorrupted` reports and skips invalid chunks as LevelDB does.
+///
+/// An error's byte count is what the damage covers: the rest of the block, or of
+/// the log when it ends first (a 14-byte log whose one record fails its checksum
+/// reports 14 bytes in every mode).
+///
+/// A read error of the source (the `AsyncRead` under a `FramedRead`) ends the
+/// stream with [`Error::Io`](crate::Error::Io) in every mode. LevelDB's and
+/// RocksDB's readers instead drop the block, report "read error" with its bytes,
+/// and go on; a Tokio codec never sees the bytes that failed, and the caller may
+/// retry the read, so the error is handed back rather than skipped.
+///
 /// A *torn tail* is what a writer that died mid-write leaves: a header cut by EOF, a
 /// payload cut by EOF, or a fragmented record with no LAST fragment before EOF. In a
 /// file grown ahead with zeros ([`WriterOptions::preallocate`](crate::WriterOptions::preallocate))

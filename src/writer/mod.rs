@@ -254,8 +254,10 @@ impl WriterOptions {
     }
 
     /// The format records are written in (default LevelDB's): e.g.
-    /// `LogFormat::leveldb().recyclable(log_number)` for a RocksDB recyclable WAL; see
-    /// [`LogFormat`](crate::LogFormat). With a RocksDB format, [`open`](Self::open)
+    /// `LogFormat::leveldb().recyclable(log_number)` for a RocksDB recyclable WAL, or
+    /// `LogFormat::pebble(log_number)` for Pebble's WAL-sync format (each fragment
+    /// carries the writer's durable length when it was encoded; `close` writes the
+    /// EOF trailer); see [`LogFormat`](crate::LogFormat). With a RocksDB format, [`open`](Self::open)
     /// reads an existing log in RocksDB's dialect with the format's log number and
     /// appends after its live records (see there).
     pub fn format(&mut self, format: crate::LogFormat) -> &mut Self {
@@ -727,6 +729,10 @@ impl AsyncLogWriter {
     /// length. Appends from any clone fail with [`Error::Closed`] from now on; those
     /// already queued complete. Calling `close` again returns the same length.
     ///
+    /// In Pebble's WAL-sync [`format`](WriterOptions::format) the log ends with
+    /// Pebble's EOF trailer, as its `LogWriter` closes a WAL: readers in Pebble's
+    /// dialect stop there cleanly, and the length returned includes it.
+    ///
     /// # Errors
     /// [`Error::Poisoned`] when a write or sync failed, before or during the close.
     pub async fn close(&self) -> Result<u64, Error> {
@@ -738,6 +744,10 @@ impl AsyncLogWriter {
             }
             if state.finished {
                 return Ok(state.written_len);
+            }
+            if !state.closing && state.encoder.format().is_wal_sync() {
+                let State { encoder, buf, .. } = &mut *state;
+                encoder.encode_eof_trailer(buf);
             }
             state.closing = true;
             let (tx, rx) = oneshot::channel();
@@ -840,7 +850,11 @@ impl AsyncLogWriter {
             behind.await;
         };
         let start = state.encoder.offset();
+        let durable_len = state.durable_len;
         let State { encoder, buf, .. } = &mut *state;
+        // Pebble's WAL-sync format: each fragment promises what is durable now, as
+        // Pebble's `LogWriter` takes its synced offset when it emits a fragment.
+        encoder.set_synced_offset(durable_len);
         for record in records {
             on_position(encoder.encode_record(record.as_ref(), buf));
         }

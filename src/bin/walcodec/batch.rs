@@ -179,6 +179,33 @@ fn operation_json(operation: &Operation<'_>) -> JsonObject {
         Operation::Noop => {
             object.string("op", "noop");
         }
+        Operation::RangeKeyDelete { start, end } => {
+            object
+                .string("op", "range_key_delete")
+                .string("start", &hex(start))
+                .string("end", &hex(end));
+        }
+        Operation::RangeKeyUnset { start, value } => {
+            object
+                .string("op", "range_key_unset")
+                .string("start", &hex(start))
+                .string("value", &hex(value));
+        }
+        Operation::RangeKeySet { start, value } => {
+            object
+                .string("op", "range_key_set")
+                .string("start", &hex(start))
+                .string("value", &hex(value));
+        }
+        Operation::PebbleKey { kind, key, value } => {
+            object
+                .string("op", "pebble_kind")
+                .number("kind", u64::from(kind))
+                .string("key", &hex(key));
+            if let Some(value) = value {
+                object.string("value", &hex(value));
+            }
+        }
         Operation::Unknown { tag, rest } => {
             object
                 .string("op", "unknown")

@@ -189,7 +189,8 @@ pub(crate) fn read_end_status(
 /// (old bytes).
 pub(crate) fn recovery_for(log: &LogChoice, recovery: Option<RecoveryArg>) -> RecoveryArg {
     recovery.unwrap_or(match log.dialect {
-        walcodec::Dialect::RocksDb => RecoveryArg::TolerateTail,
+        // Pebble's reader ends a log as `TolerateTail` does in its dialect.
+        walcodec::Dialect::RocksDb | walcodec::Dialect::Pebble => RecoveryArg::TolerateTail,
         _ => RecoveryArg::SkipCorrupted,
     })
 }

@@ -1,21 +1,22 @@
-//! Which format a reading command reads a log in: `--dialect leveldb|rocksdb|auto`
+//! Which format a reading command reads a log in: `--dialect leveldb|rocksdb|pebble|auto`
 //! and `--log-number N`, resolved once per input (`LogChoice`), then handed to every
 //! decoder through `common::decoder_builder` and to the physical walk as
 //! `FragmentRules`.
 //!
 //! | `--dialect` | reads                                                         |
 //! |-------------|---------------------------------------------------------------|
-//! | `auto`      | RocksDB's when the log starts with an intact recyclable fragment or compression-type record (`walcodec::fragment::sniff` on its first block), else LevelDB's |
+//! | `auto`      | `walcodec::detect::detect` on the first block: the header size (7, 11, 19) that makes the first fragment's checksum valid, or Pebble's EOF trailer; a WAL failover name `NNNNNN-KKK.log` is Pebble's. A file it cannot decide is said so on stderr and read as LevelDB's, the format's base |
 //! | `leveldb`   | LevelDB's: 7-byte headers, types 1–4                          |
 //! | `rocksdb`   | RocksDB's WAL: recyclable headers, old fragments end the log, type 9, metadata records |
+//! | `pebble`    | Pebble's WAL: recyclable and WAL-sync headers, the EOF trailer, Pebble's read-ahead for torn versus corrupt, Pebble's batch kinds |
 //!
 //! The log number that recyclable headers must carry, first found of:
 //!
 //! | source        | when                                                        |
 //! |---------------|-------------------------------------------------------------|
 //! | `--log-number`| given                                                       |
-//! | the file name | `NNNNNN.log` (digits, then `.log`: RocksDB's `ParseFileName`, as `ldb dump_wal` takes it) |
-//! | the first fragment | auto-detected RocksDB with a recyclable first fragment and no number in the name (said on stderr) |
+//! | the file name | `NNNNNN.log` (digits, then `.log`: RocksDB's `ParseFileName`, as `ldb dump_wal` takes it), or Pebble's failover segment `NNNNNN-KKK.log` |
+//! | the first fragment | auto-detected RocksDB or Pebble with a recyclable first fragment (or an EOF trailer, which holds the number plus one) and no number in the name (said on stderr) |
 //! | 0             | otherwise (as `ldb`: every recyclable fragment is then old)  |
 //!
 //! When the first fragment carries another number than the one chosen, stderr says
@@ -29,6 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use clap::ValueEnum;
+use walcodec::detect::{detect, Detected};
 use walcodec::fragment::{sniff, FragmentRules, Sniffed, LEGACY_HEADER_SIZE};
 use walcodec::metadata::WalCompressionType;
 use walcodec::{Corruption, CorruptionKind, Dialect, BLOCK_SIZE};
@@ -40,8 +42,9 @@ use crate::input::Input;
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub(crate) struct DialectArgs {
     /// The log's format: leveldb, rocksdb (RocksDB's WAL: recyclable headers, log
-    /// numbers, compression and metadata records), or auto: rocksdb when the file
-    /// starts with an intact recyclable fragment or compression-type record.
+    /// numbers, compression and metadata records), pebble (Pebble's WAL: recyclable
+    /// and WAL-sync headers, the EOF trailer), or auto: by the header size that
+    /// makes the first fragment's checksum valid.
     #[arg(long, value_enum, value_name = "DIALECT", default_value_t = DialectArg::Auto)]
     pub(crate) dialect: DialectArg,
     /// The log number recyclable (RocksDB) headers carry. Default: from a
@@ -59,6 +62,8 @@ pub(crate) enum DialectArg {
     Leveldb,
     /// RocksDB's WAL.
     Rocksdb,
+    /// Pebble's WAL (CockroachDB).
+    Pebble,
 }
 
 /// Where the log number came from.
@@ -89,6 +94,8 @@ pub(crate) struct LogChoice {
     pub(crate) number_source: NumberSource,
     /// What the first block says.
     pub(crate) sniffed: Sniffed,
+    /// What `detect` made of the first block.
+    pub(crate) detected: Detected,
     /// The compression its type-9 record at offset 0 gives (RocksDB only).
     pub(crate) compression: Option<WalCompressionType>,
     /// How messages name the input.
@@ -109,6 +116,7 @@ impl LogChoice {
     ) -> Result<LogChoice, Failure> {
         let start = input.peek(BLOCK_SIZE)?;
         let sniffed = sniff(start);
+        let detected = detect(start);
         // `sniff` found an intact type-9 record at offset 0: its payload follows the
         // 7-byte header.
         let compression = match start.get(LEGACY_HEADER_SIZE..) {
@@ -116,15 +124,27 @@ impl LogChoice {
             _ => None,
         };
         let dialect = match args.dialect {
-            DialectArg::Auto => sniffed.dialect,
+            DialectArg::Auto => match detected.dialect() {
+                // Only Pebble's WAL failover writes `NNNNNN-KKK.log`.
+                Some(Dialect::RocksDb) | Some(Dialect::LevelDb) if is_failover_name(path) => {
+                    Dialect::Pebble
+                }
+                Some(dialect) => dialect,
+                None => Dialect::LevelDb,
+            },
             DialectArg::Leveldb => Dialect::LevelDb,
             DialectArg::Rocksdb => Dialect::RocksDb,
+            DialectArg::Pebble => Dialect::Pebble,
+        };
+        let first_number = match dialect {
+            Dialect::Pebble => detected.log_number(),
+            _ => sniffed.log_number,
         };
         let (log_number, number_source) = match (args.log_number, log_number_of(path)) {
             (Some(n), _) => (n, NumberSource::Flag),
             (None, Some(n)) => (n, NumberSource::FileName),
-            (None, None) => match sniffed.log_number {
-                Some(n) if dialect == Dialect::RocksDb && args.dialect == DialectArg::Auto => {
+            (None, None) => match first_number {
+                Some(n) if dialect != Dialect::LevelDb && args.dialect == DialectArg::Auto => {
                     (u64::from(n), NumberSource::FirstFragment)
                 }
                 _ => (0, NumberSource::Default),
@@ -135,6 +155,7 @@ impl LogChoice {
             log_number,
             number_source,
             sniffed,
+            detected,
             compression: compression.filter(|_| dialect == Dialect::RocksDb),
             name: input.name().to_string(),
             explicit_leveldb: args.dialect == DialectArg::Leveldb,
@@ -142,6 +163,12 @@ impl LogChoice {
         };
         for note in choice.notes() {
             eprintln!("walcodec: {}: {note}", choice.name);
+        }
+        if args.dialect == DialectArg::Auto && detected == Detected::Undecided {
+            eprintln!(
+                "walcodec: {}: cannot tell the log's dialect: its first fragment is valid under no dialect's header (damaged, or not a log); read as LevelDB's, the format's base (--dialect leveldb|rocksdb|pebble sets it)",
+                choice.name
+            );
         }
         if choice.explicit_leveldb && sniffed.dialect == Dialect::RocksDb {
             choice.hint("it starts like one");
@@ -153,16 +180,22 @@ impl LogChoice {
     /// first fragment of another log.
     pub(crate) fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
-        if self.dialect != Dialect::RocksDb {
-            return notes;
-        }
+        let engine = match self.dialect {
+            Dialect::RocksDb => "RocksDB",
+            Dialect::Pebble => "Pebble",
+            _ => return notes,
+        };
         if self.number_source == NumberSource::FirstFragment {
             notes.push(format!(
-                "RocksDB WAL read as log {} (from its first fragment: the file name has no NNNNNN.log number; --log-number N sets it)",
+                "{engine} WAL read as log {} (from its first fragment: the file name has no NNNNNN.log number; --log-number N sets it)",
                 self.log_number
             ));
         }
-        if let Some(first) = self.sniffed.log_number {
+        let first_number = match self.dialect {
+            Dialect::Pebble => self.detected.log_number(),
+            _ => self.sniffed.log_number,
+        };
+        if let Some(first) = first_number {
             if first != self.log_number as u32 {
                 notes.push(format!(
                     "its first fragment is of log {first}, not {} ({}): read as log {}, the whole file is left over from an older log and nothing is read (--log-number {first} reads it)",
@@ -185,6 +218,9 @@ impl LogChoice {
             Dialect::RocksDb => {
                 format!("rocksdb, log {} ({})", self.log_number, self.number_source)
             }
+            Dialect::Pebble => {
+                format!("pebble, log {} ({})", self.log_number, self.number_source)
+            }
             _ => "leveldb".to_string(),
         }
     }
@@ -193,6 +229,7 @@ impl LogChoice {
     pub(crate) fn dialect_name(&self) -> &'static str {
         match self.dialect {
             Dialect::RocksDb => "rocksdb",
+            Dialect::Pebble => "pebble",
             _ => "leveldb",
         }
     }
@@ -230,14 +267,35 @@ impl LogChoice {
 }
 
 /// The number in a `NNNNNN.log` file name (digits, then `.log`, after the last
-/// separator), as RocksDB's `ParseFileName` reads a WAL's; `None` for any other name.
+/// separator), as RocksDB's `ParseFileName` reads a WAL's, or in Pebble's WAL
+/// failover segment name `NNNNNN-KKK.log` (the WAL's number, then the segment's);
+/// `None` for any other name.
 pub(crate) fn log_number_of(path: &Path) -> Option<u64> {
     let name = path.file_name()?.to_str()?;
-    let digits = name.strip_suffix(".log")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let stem = name.strip_suffix(".log")?;
+    let digits = match stem.split_once('-') {
+        Some((number, segment)) if all_digits(segment) => number,
+        Some(_) => return None,
+        None => stem,
+    };
+    if !all_digits(digits) {
         return None;
     }
     digits.parse().ok()
+}
+
+/// Whether `path` names a segment of a Pebble WAL written with failover:
+/// `NNNNNN-KKK.log`.
+pub(crate) fn is_failover_name(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or("");
+    log_number_of(path).is_some() && name.contains('-')
+}
+
+fn all_digits(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 #[cfg(test)]
@@ -258,5 +316,13 @@ mod tests {
         assert_eq!(number("+14.log"), None);
         assert_eq!(number("MANIFEST-000005"), None);
         assert_eq!(number("-"), None);
+        // Pebble's WAL failover segments: the WAL's number, then the segment's.
+        assert_eq!(number("000012-001.log"), Some(12));
+        assert_eq!(number("/wal/secondary/000012-000.log"), Some(12));
+        assert_eq!(number("000012-.log"), None);
+        assert_eq!(number("-001.log"), None);
+        assert_eq!(number("000012-0x1.log"), None);
+        assert!(is_failover_name(Path::new("000012-001.log")));
+        assert!(!is_failover_name(Path::new("000012.log")));
     }
 }

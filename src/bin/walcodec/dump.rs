@@ -19,7 +19,7 @@
 //!
 //! `--dialect` and `--log-number` choose how the log is read (see `dialect`). The
 //! batch formats decode RocksDB's tags (a superset of LevelDB's), LevelDB's only with
-//! `--dialect leveldb`.
+//! `--dialect leveldb`, Pebble's kinds when the log is read as Pebble's.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -99,10 +99,11 @@ impl Format {
 }
 
 /// The tags batches are decoded with: RocksDB's (a superset of LevelDB's), unless the
-/// log is read as LevelDB's by request.
-pub(crate) fn batch_dialect(args: &DialectArgs) -> Dialect {
-    match args.dialect {
-        DialectArg::Leveldb => Dialect::LevelDb,
+/// log is read as LevelDB's by request, or is read (`log_dialect`) as Pebble's.
+pub(crate) fn batch_dialect(args: &DialectArgs, log_dialect: Dialect) -> Dialect {
+    match (args.dialect, log_dialect) {
+        (DialectArg::Leveldb, _) => Dialect::LevelDb,
+        (_, Dialect::Pebble) => Dialect::Pebble,
         _ => Dialect::RocksDb,
     }
 }
@@ -176,7 +177,7 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let recovery = recovery_for(&log, args.recovery);
     let name = input.name().to_string();
     let (format, max_bytes) = (args.format, args.max_bytes);
-    let batch_dialect = batch_dialect(&args.dialect);
+    let batch_dialect = batch_dialect(&args.dialect, log.dialect);
     let line = move |record: &LogRecord, line: &mut Vec<u8>| {
         format_record(record, format, max_bytes, batch_dialect, line)
             .err()

@@ -173,7 +173,10 @@ pub(crate) fn read(
     // without the recycled file's old-fragment and log-number state that decides
     // where such a log ends, and the strict reader's re-read from the last quiet
     // record would need it too. `--jobs` does not split it.
-    let split = split.filter(|_| settings.log.dialect != Dialect::RocksDb);
+    // A RocksDB or Pebble WAL ends at its first fragment of another log (or at
+    // Pebble's EOF trailer): what follows is not the log's, so it is read as one
+    // range from its start.
+    let split = split.filter(|_| settings.log.dialect == Dialect::LevelDb);
     let merged = match split {
         Some((file, end)) => {
             let max_bytes = match settings.line {
@@ -490,6 +493,7 @@ impl<'a> Merger<'a> {
                     damage: None,
                     valid_prefix_len: end.valid_prefix_len,
                     incomplete_tail: end.incomplete_tail,
+                    log_end: end.log_end,
                 },
             };
         }
@@ -497,8 +501,21 @@ impl<'a> Merger<'a> {
     }
 }
 
+/// The recovery of the pass of `verify` and `stat`: LevelDB's reader
+/// (`SkipCorrupted`), or for a Pebble WAL Pebble's rule (`PointInTime`: damage that
+/// a later synced offset proves is reported and ends the log, anything else
+/// invalid ends it cleanly), so that the stale bytes of a recycled file are never
+/// reported as damage.
+fn pass_recovery(log: &LogChoice) -> Recovery {
+    match log.dialect {
+        Dialect::Pebble => Recovery::PointInTime,
+        _ => Recovery::SkipCorrupted,
+    }
+}
+
 /// The pass of `verify` and `stat` over a whole log: the layout, a `SkipCorrupted`
-/// decoder (LevelDB's reader) and the strict reader's verdict.
+/// decoder (LevelDB's reader; Pebble's rule for a Pebble WAL) and the strict
+/// reader's verdict.
 pub(crate) fn scan(
     input: &mut Input,
     jobs: &JobsArgs,
@@ -507,7 +524,7 @@ pub(crate) fn scan(
     consume: &mut dyn FnMut(&Item) -> Result<(), Failure>,
 ) -> Result<ScanEnd, Failure> {
     let settings = Settings {
-        builder: decoder_builder(log, Recovery::SkipCorrupted, 0, limits),
+        builder: decoder_builder(log, pass_recovery(log), 0, limits),
         log: log.clone(),
         start: 0,
         walk: true,

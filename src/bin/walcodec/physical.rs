@@ -193,14 +193,17 @@ fn rocksdb_type_name(type_byte: u8) -> &'static str {
     }
 }
 
-/// `type=T(NAME) len=L` of a header, in RocksDB's dialect.
+/// `type=T(NAME) len=L` of a header, in RocksDB's dialect (Pebble's WAL-sync
+/// types for a header carrying a synced offset).
 fn rocksdb_type(header: &FragmentHeader) -> String {
-    format!(
-        "type={}({}) len={}",
-        header.type_byte,
-        rocksdb_type_name(header.type_byte),
-        header.length
-    )
+    let name = match (header.synced_offset, header.type_byte) {
+        (Some(_), 9) => "W-FULL",
+        (Some(_), 10) => "W-FIRST",
+        (Some(_), 11) => "W-MIDDLE",
+        (Some(_), 12) => "W-LAST",
+        _ => rocksdb_type_name(header.type_byte),
+    };
+    format!("type={}({name}) len={}", header.type_byte, header.length)
 }
 
 /// ` log=N hdr=H` of a header.
@@ -209,7 +212,11 @@ fn header_fields(header: &FragmentHeader) -> String {
         Some(n) => format!(" log={n}"),
         None => String::new(),
     };
-    format!("{log} hdr={}", header.len())
+    let synced = match header.synced_offset {
+        Some(offset) => format!(" synced={offset}"),
+        None => String::new(),
+    };
+    format!("{log}{synced} hdr={}", header.len())
 }
 
 /// The line of a complete fragment, in RocksDB's dialect, without its newline.
@@ -256,6 +263,9 @@ struct RocksPrinter {
     recycled: bool,
     /// Where the log ended (an `end` line was printed): what follows is not judged.
     ended: bool,
+    /// Pebble's dialect: the end of a recycled log is only where no later synced
+    /// offset proves damage, which `verify` decides; the layout says so.
+    pebble: bool,
 }
 
 impl RocksPrinter {
@@ -270,9 +280,14 @@ impl RocksPrinter {
         let damaged_recycled = |printer: &mut RocksPrinter, out: &mut dyn Write, why: &str| {
             if printer.recycled && !printer.ended {
                 printer.ended = true;
+                let reader = if printer.pebble {
+                    "where Pebble's reader stops unless a later synced offset proves it damaged: `walcodec verify` says which"
+                } else {
+                    "old bytes of the reused file, where RocksDB's tolerate-tail reader stops"
+                };
                 writeln!(
                     out,
-                    "end {} recycled log {log} ends here: {why} (old bytes of the reused file, where RocksDB's tolerate-tail reader stops)",
+                    "end {} recycled log {log} ends here: {why} ({reader})",
                     piece.offset()
                 )?;
                 return Ok(true);
@@ -332,11 +347,17 @@ impl RocksPrinter {
             } => {
                 if !self.ended {
                     let old = fragment.log_number().unwrap_or_default();
-                    self.end_line(
-                        out,
-                        offset,
-                        &format!("log {log} ends here: old log {old} follows"),
-                    )?;
+                    // Pebble's EOF trailer carries the next log's number.
+                    let why = if u64::from(old) == (log + 1) & 0xffff_ffff
+                        && fragment.fragment_type() == Some(FragmentType::RecyclableFull)
+                        && fragment.header().checksum == 0
+                        && fragment.header().length == 0
+                    {
+                        format!("log {log} ends here: its EOF trailer (a clean close)")
+                    } else {
+                        format!("log {log} ends here: old log {old} follows")
+                    };
+                    self.end_line(out, offset, &why)?;
                 }
                 writeln!(out, "{} old", fragment_line(offset, &fragment, checksum_ok))?;
                 Status::Clean
@@ -461,16 +482,19 @@ pub(crate) fn dump(
         status: Status::Clean,
         rocks: None,
     };
-    if log.dialect == Dialect::RocksDb {
+    if log.dialect != Dialect::LevelDb {
         writeln!(
             printer.out,
-            "dialect rocksdb log={} ({})",
-            log.log_number, log.number_source
+            "dialect {} log={} ({})",
+            log.dialect_name(),
+            log.log_number,
+            log.number_source
         )?;
         printer.rocks = Some(RocksPrinter {
             log_number: log.log_number,
             recycled: false,
             ended: false,
+            pebble: log.dialect == Dialect::Pebble,
         });
     }
     let from = walcodec::block_start(start);

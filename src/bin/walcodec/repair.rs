@@ -154,9 +154,13 @@ fn refuse_rocksdb(path: &Path, dialect: &DialectArgs, limits: Limits) -> Result<
         return Ok(());
     };
     let log = LogChoice::resolve(&mut input, path, dialect)?;
-    if log.dialect == walcodec::Dialect::RocksDb {
+    if log.dialect != walcodec::Dialect::LevelDb {
+        let engine = match log.dialect {
+            walcodec::Dialect::Pebble => "a Pebble WAL",
+            _ => "a RocksDB WAL",
+        };
         return Err(Failure::new(format!(
-            "{}: a RocksDB WAL ({}): repair truncates LevelDB-format logs only; --salvage OUT copies its records into a new log",
+            "{}: {engine} ({}): repair truncates LevelDB-format logs only; --salvage OUT copies its records into a new log",
             input.name(),
             log.describe()
         )));

@@ -237,6 +237,20 @@ pub(crate) struct StrictEnd {
     pub(crate) valid_prefix_len: u64,
     /// Whether it found the log ending inside a record.
     pub(crate) incomplete_tail: bool,
+    /// Pebble: where the log ended before the file did (its EOF trailer, or an
+    /// invalid chunk nothing proved damage), and whether by the trailer.
+    pub(crate) log_end: Option<(u64, bool)>,
+}
+
+/// Pebble: where `decoder` found the log's end before the file's, and whether it
+/// was the EOF trailer.
+pub(crate) fn pebble_end(decoder: &LogDecoder) -> Option<(u64, bool)> {
+    if decoder.dialect() != Dialect::Pebble {
+        return None;
+    }
+    decoder
+        .recycled_end()
+        .map(|at| (at, decoder.has_eof_trailer()))
 }
 
 /// A `TolerateTail` decoder fed bytes of its own, for its verdict only.
@@ -284,6 +298,7 @@ impl Strict {
             damage: self.damage,
             valid_prefix_len: self.decoder.valid_prefix_len(),
             incomplete_tail: self.decoder.has_incomplete_tail(),
+            log_end: pebble_end(&self.decoder),
         }
     }
 }
@@ -363,6 +378,8 @@ pub(crate) struct RangeEnd {
     pub(crate) stats: DecodeStats,
     pub(crate) valid_prefix_len: u64,
     pub(crate) incomplete_tail: bool,
+    /// Pebble: where the log ended before the file (see [`StrictEnd::log_end`]).
+    pub(crate) log_end: Option<(u64, bool)>,
     pub(crate) error: Option<walcodec::Error>,
     /// The layout of the blocks it walked (those it read while kept).
     pub(crate) layout: Layout,
@@ -531,6 +548,7 @@ pub(crate) fn run_range<'r>(
         stats,
         valid_prefix_len: pass.decoder.valid_prefix_len(),
         incomplete_tail: pass.decoder.has_incomplete_tail(),
+        log_end: pebble_end(&pass.decoder),
         error: pass.error,
         layout: pass.layout,
         wal: pass.wal,
@@ -582,7 +600,12 @@ impl RangePass<'_> {
                     self.layout.count_piece(&piece);
                     self.wal.add(&piece);
                     match piece {
-                        Piece::ZeroFill { offset, bytes } if bytes.iter().any(|&b| b != 0) => {
+                        // Pebble: a zero header over other bytes is an invalid chunk,
+                        // which its rule (the decoder's) says is the end or damage.
+                        Piece::ZeroFill { offset, bytes }
+                            if bytes.iter().any(|&b| b != 0)
+                                && self.settings.log.dialect != Dialect::Pebble =>
+                        {
                             self.batch.items.push(Item {
                                 block,
                                 what: What::Hidden {
@@ -600,7 +623,7 @@ impl RangePass<'_> {
                 // RocksDB's dialect: the decoder checks every checksum itself (an old
                 // fragment ends the log before its checksum is looked at, a recycled
                 // file's bad checksum ends it in one mode only: not worth the risk).
-                if self.settings.log.dialect == Dialect::RocksDb {
+                if self.settings.log.dialect != Dialect::LevelDb {
                     intact = false;
                 }
             }

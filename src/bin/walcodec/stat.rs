@@ -131,7 +131,13 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         layout: end.layout.clone(),
         histogram,
     };
-    let damaged = u64::from(end.strict.damage.is_some()) + counts.layout.hidden_zero_fills;
+    // Pebble: a zero header over other bytes is an invalid chunk, which Pebble's rule
+    // (the strict reader's) judges.
+    let hidden = match log.dialect {
+        walcodec::Dialect::Pebble => 0,
+        _ => counts.layout.hidden_zero_fills,
+    };
+    let damaged = u64::from(end.strict.damage.is_some()) + hidden;
     let status = Status::judge(damaged, end.strict.incomplete_tail);
     let notes = input_notes(&end.input);
     let mut out = stdout();

@@ -61,10 +61,10 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         )));
     }
     args.format.check(args.max_bytes)?;
-    let batch_dialect = batch_dialect(&args.dialect);
     let name = input_name(path);
     let mut not_batches = false;
-    let (mut reader, _) = open_reader(path, &args.dialect, args.recovery, 0, limits)?;
+    let (mut reader, log) = open_reader(path, &args.dialect, args.recovery, 0, limits)?;
+    let batch_dialect = batch_dialect(&args.dialect, log.dialect);
     let mut last = VecDeque::with_capacity(args.records.min(1 << 16));
     let mut error = None;
     while let Some(record) = reader.next_record().await {

@@ -6,6 +6,7 @@
 //! | `clean`  | nothing                                                | clean       |
 //! | `zeros`  | zeros only: preallocated space or block padding        | clean       |
 //! | `torn`   | a record cut short (by the file's end or by zero fill) | torn tail   |
+//! | `ended`  | Pebble: the EOF trailer, or an invalid chunk no later synced offset proves damage; what follows is the file's earlier use | clean |
 //!
 //! A file of zeros only is an empty log whose space was preallocated: 0 records and a
 //! `zeros` tail from offset 0, clean. `repair` trims those zeros (so that appends
@@ -30,8 +31,21 @@ pub(crate) enum SummaryFormat {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tail {
     Clean,
-    Zeros { after: u64, bytes: u64 },
-    Torn { after: u64, bytes: u64 },
+    Zeros {
+        after: u64,
+        bytes: u64,
+    },
+    Torn {
+        after: u64,
+        bytes: u64,
+    },
+    /// Pebble: the log ended at `at` (by its EOF trailer when `trailer`), `bytes`
+    /// before the file's end.
+    Ended {
+        at: u64,
+        trailer: bool,
+        bytes: u64,
+    },
 }
 
 impl Tail {
@@ -43,6 +57,10 @@ impl Tail {
         let strict = &end.strict;
         let after = strict.valid_prefix_len;
         let bytes = end.file_len.saturating_sub(after);
+        if let (Some((at, trailer)), None) = (strict.log_end, &strict.damage) {
+            let bytes = end.file_len.saturating_sub(at);
+            return Tail::Ended { at, trailer, bytes };
+        }
         if strict.incomplete_tail {
             Tail::Torn { after, bytes }
         } else if strict.damage.is_none() && !hidden_data && bytes > 0 {
@@ -60,6 +78,16 @@ impl Tail {
                 "zeros after offset {after} ({bytes} bytes of preallocated space or block padding; no record lost)"
             ),
             Tail::Torn { after, bytes } => format!("torn after offset {after} ({bytes} bytes)"),
+            Tail::Ended {
+                at,
+                trailer: true,
+                bytes,
+            } => format!(
+                "ended at offset {at} by the EOF trailer ({bytes} bytes from it: the trailer, then the file's earlier use; no record lost)"
+            ),
+            Tail::Ended { at, bytes, .. } => format!(
+                "ended at offset {at} ({bytes} bytes from an invalid chunk that no later synced offset proves damaged: a torn write or the file's earlier use)"
+            ),
         }
     }
 
@@ -70,6 +98,7 @@ impl Tail {
             Tail::Clean => ("clean", 0),
             Tail::Zeros { bytes, .. } => ("zeros", bytes),
             Tail::Torn { bytes, .. } => ("torn", bytes),
+            Tail::Ended { bytes, .. } => ("ended", bytes),
         };
         object
             .string("tail", name)

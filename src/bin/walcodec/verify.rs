@@ -213,6 +213,9 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
             if log.dialect == walcodec::Dialect::RocksDb {
                 end.wal.write_text(&log, &mut out)?;
             }
+            if log.dialect == walcodec::Dialect::Pebble {
+                writeln!(out, "dialect: {}", log.describe())?;
+            }
             for note in &notes {
                 writeln!(out, "note: {note}")?;
             }

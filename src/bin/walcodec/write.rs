@@ -121,9 +121,13 @@ fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failur
         log_number: None,
     };
     let log = LogChoice::resolve(&mut input, path, &auto)?;
-    if log.dialect == walcodec::Dialect::RocksDb {
+    if log.dialect != walcodec::Dialect::LevelDb {
+        let engine = match log.dialect {
+            walcodec::Dialect::Pebble => "a Pebble WAL",
+            _ => "a RocksDB WAL",
+        };
         return Err(Failure::new(format!(
-            "{}: refusing to append: a RocksDB WAL ({}), and write appends LevelDB's format",
+            "{}: refusing to append: {engine} ({}), and write appends LevelDB's format",
             path.display(),
             log.describe()
         )));
@@ -146,6 +150,13 @@ fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failur
         Tail::Zeros { after, bytes } => {
             return Err(Failure::new(format!(
                 "{}: refusing to append: {bytes} bytes of zeros (preallocated space or block padding) follow the last complete record (offset {after}); run `walcodec repair` to trim them first",
+                path.display()
+            )));
+        }
+        // Only Pebble's dialect ends a log before its file; refused above.
+        Tail::Ended { at, bytes, .. } => {
+            return Err(Failure::new(format!(
+                "{}: refusing to append: the log ends at offset {at}, {bytes} bytes before the file does",
                 path.display()
             )));
         }
