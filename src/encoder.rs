@@ -305,6 +305,7 @@ impl<T: ?Sized> Clone for LogEncoder<T> {
         LogEncoder {
             offset: self.offset,
             format: self.format,
+            synced_offset: self.synced_offset,
             #[cfg(feature = "zstd")]
             compressor: self.compressor.clone(),
             items: PhantomData,
@@ -352,6 +353,7 @@ impl<T: ?Sized> LogEncoder<T> {
         LogEncoder {
             offset: self.offset,
             format: self.format,
+            synced_offset: self.synced_offset,
             #[cfg(feature = "zstd")]
             compressor: self.compressor,
             items: PhantomData,
