@@ -239,6 +239,7 @@ impl LogDecoderBuilder {
             fragments: false,
             mark: FragmentMark::Whole { start: 0 },
             cut_short: None,
+            settled: 0,
         }
     }
 

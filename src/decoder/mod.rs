@@ -22,6 +22,7 @@
 
 mod builder;
 mod dialect;
+mod follow;
 mod plain;
 mod recovery;
 
@@ -274,6 +275,9 @@ pub struct LogDecoder {
     /// In fragment mode, the start of the last open record that was dropped, and
     /// why: the first reason it met, whatever the chunking of the input.
     cut_short: Option<(u64, CorruptionKind)>,
+    /// Just past the last metadata record read: a follower that goes back to where
+    /// the log's unwritten part may begin (`follow.rs`) never reads it twice.
+    settled: u64,
 }
 
 /// Where a fragment handed out in fragment mode sits in its record. Every other rule
@@ -1346,6 +1350,7 @@ impl LogDecoder {
         let late = matches!(record, MetadataRecord::Compression(_))
             && (self.state.compression.is_some() || self.data_seen());
         self.state.apply(&record);
+        self.settled = self.offset;
         if let Some(callback) = &self.metadata {
             let mut callback = callback
                 .lock()

@@ -362,7 +362,7 @@ impl DirReader {
             .read_buf(&mut cursor.buf)
             .await?;
         if let Some(guard) = cursor.guard.as_mut() {
-            guard.read(&cursor.buf[before..before + n]);
+            guard.read(&cursor.buf[before..before + n], u64::MAX);
         }
         cursor.read_to += n as u64;
         cursor.reached_end = n < max;

@@ -110,23 +110,48 @@ impl FileGuard {
         })
     }
 
-    /// Notes bytes just read, which end at the read offset.
-    pub(crate) fn read(&mut self, bytes: &[u8]) {
+    /// Notes bytes just read, which end at the read offset. `keep_from` is where
+    /// the reader may go back to ([`rewind`](Self::rewind)): the window keeps a
+    /// block before it, however far the reader has read past it since (at most
+    /// the record it is putting together, and one read more).
+    pub(crate) fn read(&mut self, bytes: &[u8], keep_from: u64) {
         if let Some(last) = bytes.iter().rposition(|&b| b != 0) {
             self.zeros_from = self.end + last as u64 + 1;
         }
         self.end += bytes.len() as u64;
-        if bytes.len() >= WINDOW_BYTES {
+        let window_start = keep_from.min(self.end).saturating_sub(WINDOW_BYTES as u64);
+        let read_from = self.end - bytes.len() as u64;
+        let held_from = read_from - self.recent.len() as u64;
+        if window_start >= read_from {
             self.recent.clear();
-            self.recent
-                .extend_from_slice(&bytes[bytes.len() - WINDOW_BYTES..]);
+            let skip = (window_start - read_from) as usize;
+            self.recent.extend_from_slice(&bytes[skip..]);
             return;
         }
-        let excess = (self.recent.len() + bytes.len()).saturating_sub(WINDOW_BYTES);
-        if excess > 0 {
-            let _ = self.recent.split_to(excess);
+        if window_start > held_from {
+            let _ = self.recent.split_to((window_start - held_from) as usize);
         }
         self.recent.extend_from_slice(bytes);
+    }
+
+    /// The reader went back to `to`, before the end of what it read (a follower
+    /// that met space the writer has not reached): the bytes after `to` are no
+    /// longer taken as read, since the writer will fill them in. The window keeps
+    /// what it held before `to` (less than a block when the reader went back
+    /// further than its last read).
+    pub(crate) fn rewind(&mut self, to: u64) {
+        if to >= self.end {
+            return;
+        }
+        let dropped = self.end - to;
+        let kept = (self.recent.len() as u64).saturating_sub(dropped) as usize;
+        self.recent.truncate(kept);
+        self.end = to;
+        let window_start = to - kept as u64;
+        self.zeros_from = match self.recent.iter().rposition(|&b| b != 0) {
+            Some(last) => window_start + last as u64 + 1,
+            None => window_start,
+        };
     }
 
     /// The state a check needs; `read_end` is the offset just past the last byte read.

@@ -1,0 +1,265 @@
+//! Following a log that another process writes in place: a file preallocated with
+//! zeros ([`WriterOptions::preallocate`]), a recycled RocksDB WAL whose file still
+//! holds an earlier log (another log number), and both. A writer in a child process
+//! appends and reports each record's position; a [`LogTailer`] in this process must
+//! yield every record exactly once, in order, at those positions, and nothing else.
+//!
+//! Also: the writer killed with SIGKILL mid-stream, then reopened (which cuts its
+//! torn tail) and appending again: the follower goes on without a gap.
+//!
+//! The child is this test binary run again with `WALCODEC_IN_PLACE_CHILD` set.
+//! `WALCODEC_IN_PLACE_RECORDS` sets the number of records (default 3,000; see
+//! `scripts/follow-in-place-soak.sh` for 100,000).
+
+mod writer_support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use walcodec::{
+    AsyncLogWriter, Dialect, LogDecoder, LogDecoderBuilder, LogEncoder, LogTailer, Position,
+};
+use writer_support::{make_record, verify};
+
+const CHILD_ENV: &str = "WALCODEC_IN_PLACE_CHILD";
+const MODE_ENV: &str = "WALCODEC_IN_PLACE_MODE";
+const RECORDS_ENV: &str = "WALCODEC_IN_PLACE_RECORDS";
+const FIRST_ENV: &str = "WALCODEC_IN_PLACE_FIRST";
+/// The log number of the log written in place; the file's earlier log had 1.
+const LOG_NUMBER: u64 = 2;
+const TASK: u32 = 9;
+
+fn records() -> u32 {
+    std::env::var(RECORDS_ENV)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(3_000)
+}
+
+fn say(line: String) {
+    std::io::stderr()
+        .lock()
+        .write_all(format!("{line}\n").as_bytes())
+        .unwrap();
+}
+
+/// The child: run only by the tests below.
+#[test]
+#[ignore = "the child process of the in-place follower tests"]
+fn in_place_child() {
+    let Some(path) = std::env::var_os(CHILD_ENV) else {
+        eprintln!("{CHILD_ENV} is not set: nothing to do outside a follower test");
+        return;
+    };
+    let mode = std::env::var(MODE_ENV).unwrap();
+    let count = records();
+    let first: u32 = std::env::var(FIRST_ENV).map_or(0, |n| n.parse().unwrap());
+    match mode.as_str() {
+        "preallocated" => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let writer = AsyncLogWriter::options()
+                    .preallocate(256 * 1024)
+                    .open(&path)
+                    .await
+                    .unwrap();
+                say("ready".into());
+                for seq in first..count {
+                    let at = if seq % 8 == 0 {
+                        writer.append(make_record(TASK, seq)).await.unwrap()
+                    } else {
+                        writer
+                            .append_buffered(make_record(TASK, seq))
+                            .await
+                            .unwrap()
+                    };
+                    say(format!("ack {seq} {} {}", at.start, at.end));
+                }
+                writer.close().await.unwrap();
+            });
+        }
+        "in-place" => write_in_place(Path::new(&path), count),
+        other => panic!("unknown mode {other}"),
+    }
+}
+
+/// RocksDB's way with a recycled WAL: records of the new log number written from
+/// offset 0 over the file's earlier log, synced now and then; some writes are
+/// split in two, so a follower may see a fragment cut short.
+fn write_in_place(path: &Path, count: u32) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    let mut encoder = LogEncoder::builder().recyclable(LOG_NUMBER).build();
+    let mut buf = BytesMut::new();
+    say("ready".into());
+    for seq in 0..count {
+        let offset = encoder.offset();
+        buf.clear();
+        let at = encoder.encode_record(&make_record(TASK, seq), &mut buf);
+        if seq % 7 == 3 && buf.len() > 20 {
+            let split = buf.len() / 2 + seq as usize % 7;
+            file.write_all_at(&buf[..split], offset).unwrap();
+            std::thread::yield_now();
+            file.write_all_at(&buf[split..], offset + split as u64)
+                .unwrap();
+        } else {
+            file.write_all_at(&buf, offset).unwrap();
+        }
+        if seq % 16 == 0 {
+            file.sync_data().unwrap();
+        }
+        say(format!("ack {seq} {} {}", at.start, at.end));
+    }
+    file.sync_data().unwrap();
+}
+
+fn spawn_child(path: &Path, mode: &str, first: u32) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "in_place_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, path)
+        .env(MODE_ENV, mode)
+        .env(FIRST_ENV, first.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The child's acknowledgements, (seq, position), as they come; "ready" first.
+fn acks(child: &mut std::process::Child) -> mpsc::Receiver<Option<(u32, Position)>> {
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let fields: Vec<&str> = line.split(' ').collect();
+            let sent = match fields.as_slice() {
+                ["ready"] => tx.send(None),
+                ["ack", seq, start, end] => tx.send(Some((
+                    seq.parse().unwrap(),
+                    Position {
+                        start: start.parse().unwrap(),
+                        end: end.parse().unwrap(),
+                    },
+                ))),
+                _ => Ok(()),
+            };
+            if sent.is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// A file holding an earlier log (number 1, recyclable headers) of about `bytes`
+/// bytes, then zeros up to `len` (preallocated space) when `len` is longer.
+fn earlier_log(path: &Path, bytes: u64, len: u64) {
+    let mut encoder = LogEncoder::builder().recyclable(1).build();
+    let mut log = BytesMut::new();
+    let mut seq = 0;
+    while (log.len() as u64) < bytes {
+        encoder.encode_record(&make_record(1, seq), &mut log);
+        seq += 1;
+    }
+    std::fs::write(path, &log).unwrap();
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.set_len(len.max(log.len() as u64)).unwrap();
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Follows the log at `path` that `child` writes: every record once, in order, at
+/// the positions the child acknowledged, and then nothing more.
+fn follow_child(
+    path: &Path,
+    mut child: std::process::Child,
+    builder: LogDecoderBuilder,
+    count: u32,
+) {
+    let acks = acks(&mut child);
+    assert_eq!(acks.recv().unwrap(), None, "the child is ready");
+    let runtime = runtime();
+    let got = runtime.block_on(async {
+        let mut tail = LogTailer::open_at(path, 0, &builder)
+            .await
+            .unwrap()
+            .with_poll_interval(Duration::from_millis(1));
+        let mut got = Vec::new();
+        for _ in 0..count {
+            let record = tokio::time::timeout(Duration::from_secs(60), tail.next_record())
+                .await
+                .expect("the follower keeps up")
+                .unwrap()
+                .unwrap();
+            let seq = verify(&record.data).map(|(task, seq)| {
+                assert_eq!(task, TASK, "a record of the file's earlier log");
+                seq
+            });
+            got.push((seq.expect("an intact record"), record.position));
+        }
+        assert!(child.wait().unwrap().success());
+        // The writer is gone: nothing more is there to read.
+        assert!(tail.caught_up().await.unwrap());
+        got
+    });
+    let acked: Vec<(u32, Position)> = acks.iter().flatten().collect();
+    assert_eq!(acked.len(), count as usize);
+    for (i, (got, acked)) in got.iter().zip(&acked).enumerate() {
+        assert_eq!(got, acked, "record {i}");
+    }
+}
+
+#[test]
+fn follows_a_preallocated_file_written_by_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000002.log");
+    let child = spawn_child(&path, "preallocated", 0);
+    follow_child(&path, child, LogDecoder::builder(), records());
+}
+
+#[test]
+fn follows_a_recycled_wal_written_by_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000002.log");
+    let count = records();
+    earlier_log(&path, u64::from(count) * 1_400, 0);
+    let child = spawn_child(&path, "in-place", 0);
+    let mut builder = LogDecoder::builder();
+    builder.dialect(Dialect::RocksDb).log_number(LOG_NUMBER);
+    follow_child(&path, child, builder, count);
+}
+
+#[test]
+fn follows_a_recycled_and_preallocated_wal_written_by_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000002.log");
+    let count = records();
+    // The earlier log covers half of what the new one writes; zeros the rest.
+    earlier_log(&path, u64::from(count) * 500, u64::from(count) * 1_400);
+    let child = spawn_child(&path, "in-place", 0);
+    let mut builder = LogDecoder::builder();
+    builder.dialect(Dialect::RocksDb).log_number(LOG_NUMBER);
+    follow_child(&path, child, builder, count);
+}
