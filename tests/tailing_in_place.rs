@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use walcodec::{
-    AsyncLogWriter, Dialect, LogDecoder, LogDecoderBuilder, LogEncoder, LogTailer, Position,
+    AsyncLogWriter, Dialect, DirReader, LogDecoder, LogDecoderBuilder, LogDir, LogEncoder,
+    LogPosition, LogTailer, Position, WriterOptions,
 };
 use writer_support::{make_record, verify};
 
@@ -87,6 +88,9 @@ fn in_place_child() {
             });
         }
         "in-place" => write_in_place(Path::new(&path), count),
+        "dir-preallocated" | "dir-recycled" | "dir-both" => {
+            write_dir(Path::new(&path), &mode, count)
+        }
         other => panic!("unknown mode {other}"),
     }
 }
@@ -121,6 +125,53 @@ fn write_in_place(path: &Path, count: u32) {
     file.sync_data().unwrap();
 }
 
+/// A LogDir of 256 KiB segments, preallocated and/or recycling its segments; every
+/// 400 appends it purges what the follower (in the parent) has read, as its
+/// `follower.pos` file beside the directory says.
+fn write_dir(dir: &Path, mode: &str, count: u32) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let mut options = LogDir::builder();
+        options.max_segment_bytes(256 * 1024);
+        if mode != "dir-recycled" {
+            let mut writer = WriterOptions::new();
+            writer.preallocate(1 << 20);
+            options.writer(writer);
+        }
+        if mode != "dir-preallocated" {
+            options.recycle_segments(4);
+        }
+        let log = options.open(dir).await.unwrap();
+        say("ready".into());
+        let progress = dir.with_extension("pos");
+        for seq in 0..count {
+            let end = if seq % 8 == 0 {
+                log.append(make_record(TASK, seq)).await.unwrap()
+            } else {
+                // A few appends in flight at once: group commit as in use.
+                let (a, b) =
+                    tokio::join!(log.append(make_record(TASK, seq)), tokio::task::yield_now());
+                let _ = b;
+                a.unwrap()
+            };
+            say(format!("ack {seq} {} {}", end.segment, end.offset));
+            if seq % 400 == 399 {
+                if let Some(read) = std::fs::read_to_string(&progress)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<LogPosition>().ok())
+                {
+                    log.purge_before(read).await.unwrap();
+                }
+            }
+        }
+        log.close().await.unwrap();
+    });
+}
+
 fn spawn_child(path: &Path, mode: &str, first: u32) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
@@ -142,6 +193,23 @@ fn spawn_child(path: &Path, mode: &str, first: u32) -> std::process::Child {
 
 /// The child's acknowledgements, (seq, position), as they come; "ready" first.
 fn acks(child: &mut std::process::Child) -> mpsc::Receiver<Option<(u32, Position)>> {
+    acks_as(child, |start, end| Position {
+        start: start.parse().unwrap(),
+        end: end.parse().unwrap(),
+    })
+}
+
+/// A LogDir child's acknowledgements: (seq, end).
+fn dir_acks(child: &mut std::process::Child) -> mpsc::Receiver<Option<(u32, LogPosition)>> {
+    acks_as(child, |segment, offset| {
+        LogPosition::new(segment.parse().unwrap(), offset.parse().unwrap())
+    })
+}
+
+fn acks_as<P: Send + 'static>(
+    child: &mut std::process::Child,
+    position: fn(&str, &str) -> P,
+) -> mpsc::Receiver<Option<(u32, P)>> {
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -150,13 +218,7 @@ fn acks(child: &mut std::process::Child) -> mpsc::Receiver<Option<(u32, Position
             let fields: Vec<&str> = line.split(' ').collect();
             let sent = match fields.as_slice() {
                 ["ready"] => tx.send(None),
-                ["ack", seq, start, end] => tx.send(Some((
-                    seq.parse().unwrap(),
-                    Position {
-                        start: start.parse().unwrap(),
-                        end: end.parse().unwrap(),
-                    },
-                ))),
+                ["ack", seq, a, b] => tx.send(Some((seq.parse().unwrap(), position(a, b)))),
                 _ => Ok(()),
             };
             if sent.is_err() {
@@ -262,4 +324,61 @@ fn follows_a_recycled_and_preallocated_wal_written_by_another_process() {
     let mut builder = LogDecoder::builder();
     builder.dialect(Dialect::RocksDb).log_number(LOG_NUMBER);
     follow_child(&path, child, builder, count);
+}
+
+/// Follows the LogDir at `dir` that a child writes in `mode` from another process:
+/// every record once, in order, ending where the child acknowledged it; the
+/// follower's progress goes to the file the child purges by.
+fn follow_dir_child(mode: &str) {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("log");
+    let count = records();
+    let mut child = spawn_child(&dir, mode, 0);
+    let acks = dir_acks(&mut child);
+    assert_eq!(acks.recv().unwrap(), None, "the child is ready");
+    let progress = dir.with_extension("pos");
+    let runtime = runtime();
+    let got = runtime.block_on(async {
+        let mut follower = DirReader::open(&dir, LogPosition::START)
+            .await
+            .unwrap()
+            .follow()
+            .with_poll_interval(Duration::from_millis(1));
+        let mut got = Vec::new();
+        for i in 0..count {
+            let record = tokio::time::timeout(Duration::from_secs(60), follower.next_record())
+                .await
+                .expect("the follower keeps up")
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{mode}: after {i} records: {e}"));
+            let (task, seq) = verify(&record.data).expect("an intact record");
+            assert_eq!(task, TASK, "a record of a recycled file's earlier use");
+            got.push((seq, record.end));
+            if i % 100 == 99 {
+                std::fs::write(&progress, record.end.to_string()).unwrap();
+            }
+        }
+        assert!(child.wait().unwrap().success());
+        got
+    });
+    let acked: Vec<(u32, LogPosition)> = acks.iter().flatten().collect();
+    assert_eq!(acked.len(), count as usize);
+    for (i, (got, acked)) in got.iter().zip(&acked).enumerate() {
+        assert_eq!(got, acked, "{mode}: record {i}");
+    }
+}
+
+#[test]
+fn follows_a_preallocated_log_dir_written_by_another_process() {
+    follow_dir_child("dir-preallocated");
+}
+
+#[test]
+fn follows_a_recycling_log_dir_written_by_another_process() {
+    follow_dir_child("dir-recycled");
+}
+
+#[test]
+fn follows_a_preallocated_and_recycling_log_dir_written_by_another_process() {
+    follow_dir_child("dir-both");
 }

@@ -139,6 +139,9 @@ struct Cursor {
     /// The last read reached the file's end (it got fewer bytes than it asked for):
     /// the file must be checked before the next, which may come after any change.
     reached_end: bool,
+    /// Damage met past the last record of a segment written in place, read again
+    /// before it is believed: where the reader went back to, and what it was.
+    doubted: Option<(u64, String)>,
 }
 
 /// How much of the current segment may be read now.
@@ -282,8 +285,24 @@ impl DirReader {
             } else {
                 cursor.decoder.decode(&mut cursor.buf)
             };
+            let decoded = match decoded {
+                Err(e) if !cursor.at_eof && self.is_live_error(&e).await? => {
+                    // Damage past the last record of a segment still written in
+                    // place may be a write in progress: read it again before
+                    // believing it.
+                    self.go_back().await?;
+                    if !self.follow {
+                        return Ok(None);
+                    }
+                    self.wait().await;
+                    continue;
+                }
+                decoded => decoded,
+            };
+            let cursor = self.cursor.as_mut().expect("opened above");
             match decoded.map_err(|e| bad_segment(segment, e))? {
                 Some(data) => {
+                    cursor.doubted = None;
                     let position = cursor
                         .decoder
                         .last_record()
@@ -295,7 +314,11 @@ impl DirReader {
                     }));
                 }
                 None if cursor.at_eof => {
-                    if cursor.decoder.has_incomplete_tail() {
+                    // Read in another process, a sealed segment ends at its last
+                    // record whatever follows it (zeros, an earlier use's bytes, a
+                    // write a crash cut short); the writer's process knows it synced
+                    // the whole segment, so there a torn tail is damage.
+                    if cursor.decoder.has_incomplete_tail() && cursor.guard.is_none() {
                         let cut = Error::Corruption {
                             offset: cursor.decoder.valid_prefix_len(),
                             bytes: cursor.read_to - cursor.decoder.valid_prefix_len(),
@@ -309,7 +332,23 @@ impl DirReader {
                 None => {}
             }
             let readable = self.readable().await?;
+            let live = matches!(self.source, Source::Files) && !readable.sealed;
             let cursor = self.cursor.as_mut().expect("opened above");
+            if live && cursor.decoder.passed_unwritten() {
+                // Past the last record into space the writer has not reached
+                // (preallocated zeros, a recycled file's earlier use): back to that
+                // record's end, to read again once the writer wrote more, or once a
+                // later segment shows this one is sealed.
+                self.go_back().await?;
+                if self.later_segment_exists().await? {
+                    continue;
+                }
+                if !self.follow {
+                    return Ok(None);
+                }
+                self.wait().await;
+                continue;
+            }
             let room = match readable.limit {
                 Some(limit) => limit.saturating_sub(cursor.read_to).min(READ_CHUNK as u64) as usize,
                 None => READ_CHUNK,
@@ -332,11 +371,55 @@ impl DirReader {
                 }
                 continue;
             }
+            if live {
+                // The bytes of a record not yet complete may still change in a file
+                // written in place: read them again after the wait.
+                let cursor = self.cursor.as_ref().expect("opened above");
+                if cursor.decoder.offset() + cursor.buf.len() as u64 > cursor.decoder.rewind_point()
+                {
+                    self.go_back().await?;
+                }
+            }
             if !self.follow {
                 return Ok(None);
             }
             self.wait().await;
         }
+    }
+
+    /// Whether `error`, met decoding the current segment, may be a write still in
+    /// progress to be read again (in another process, in a segment not sealed, and
+    /// not met there already): then it is noted as met.
+    async fn is_live_error(&mut self, error: &Error) -> Result<bool, Error> {
+        if !matches!(self.source, Source::Files) || matches!(error, Error::Io(_)) {
+            return Ok(false);
+        }
+        if self.readable().await?.sealed {
+            return Ok(false);
+        }
+        let cursor = self.cursor.as_mut().expect("a segment is open");
+        let seen = (cursor.decoder.rewind_point(), error.to_string());
+        if cursor.doubted.as_ref() == Some(&seen) {
+            return Ok(false);
+        }
+        cursor.doubted = Some(seen);
+        Ok(true)
+    }
+
+    /// Goes back to the end of the current segment's last record (see
+    /// `LogDecoder::rewind`): the decoder, the file and the guard's window. The
+    /// guard checks the file before the next read.
+    async fn go_back(&mut self) -> Result<(), Error> {
+        let cursor = self.cursor.as_mut().expect("a segment is open");
+        let point = cursor.decoder.rewind();
+        cursor.buf.clear();
+        cursor.file.seek(SeekFrom::Start(point)).await?;
+        cursor.read_to = point;
+        cursor.reached_end = true;
+        if let Some(guard) = cursor.guard.as_mut() {
+            guard.rewind(point);
+        }
+        Ok(())
     }
 
     /// Reads up to `max` more bytes of the current segment into its buffer; 0 at
@@ -350,10 +433,17 @@ impl DirReader {
         let segment = self.segment;
         let cursor = self.cursor.as_mut().expect("a segment is open");
         if let (true, Some(guard)) = (cursor.reached_end, cursor.guard.as_mut()) {
-            guard
-                .verify(cursor.read_to)
+            let returned_end = cursor.decoder.rewind_point();
+            let moved = guard
+                .verify(cursor.read_to, returned_end)
                 .await
-                .map_err(|e| changed_under_reader(segment, cursor.read_to, e))?;
+                .map_err(|e| changed_under_reader(segment, returned_end, e))?;
+            if moved {
+                // Bytes read after the last record changed (a write in place went
+                // on): read them again from that record's end, after a wait.
+                self.go_back().await?;
+                return Ok(0);
+            }
         }
         let before = cursor.buf.len();
         cursor.buf.reserve(max);
@@ -362,7 +452,10 @@ impl DirReader {
             .read_buf(&mut cursor.buf)
             .await?;
         if let Some(guard) = cursor.guard.as_mut() {
-            guard.read(&cursor.buf[before..before + n], u64::MAX);
+            guard.read(
+                &cursor.buf[before..before + n],
+                cursor.decoder.rewind_point(),
+            );
         }
         cursor.read_to += n as u64;
         cursor.reached_end = n < max;
@@ -428,6 +521,7 @@ impl DirReader {
             at_eof: false,
             guard,
             reached_end: false,
+            doubted: None,
         });
         Ok(true)
     }
@@ -549,13 +643,14 @@ impl Drop for DirReader {
     }
 }
 
-/// What the guard of `segment`'s file found, read up to `read_to`, as a LogDir
-/// reader reports it: the log was cut (at the segment's new length, or at its start
-/// when the file is gone or another) or rewritten (at the first byte that changed).
-fn changed_under_reader(segment: u64, read_to: u64, error: Error) -> Error {
+/// What the guard of `segment`'s file found, as a LogDir reader reports it: the
+/// log was cut (at the segment's new length, or at its start when the file is gone
+/// or another) or rewritten (at the first byte that changed) below `returned_end`,
+/// the end of the last record the reader returned (where it started, before any).
+fn changed_under_reader(segment: u64, returned_end: u64, error: Error) -> Error {
     let position = |offset| Error::TruncatedUnderReader {
         position: LogPosition::new(segment, offset),
-        reader: LogPosition::new(segment, read_to),
+        reader: LogPosition::new(segment, returned_end),
     };
     match error {
         Error::LogChanged(LogChange::Shrunk { len, .. }) => position(len),

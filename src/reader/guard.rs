@@ -67,8 +67,22 @@ pub(crate) struct Check {
     file: Arc<File>,
     identity: Identity,
     read_end: u64,
+    /// The end of the last record returned: a change before it is an error, one
+    /// after it only means the reader must read again from it.
+    returned_end: u64,
     recent: BytesMut,
     zeros_from: u64,
+}
+
+/// What a check that passed found.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    /// The window, given back.
+    pub(crate) recent: BytesMut,
+    /// Bytes read after the last record returned have changed (a write in progress
+    /// finished, a torn tail cut and written again): the reader must go back to
+    /// that record's end and read them again.
+    pub(crate) moved: bool,
 }
 
 impl FileGuard {
@@ -154,13 +168,16 @@ impl FileGuard {
         };
     }
 
-    /// The state a check needs; `read_end` is the offset just past the last byte read.
-    pub(crate) fn check(&mut self, read_end: u64) -> Check {
+    /// The state a check needs; `read_end` is the offset just past the last byte
+    /// read, `returned_end` the end of the last record returned (at most
+    /// `read_end`).
+    pub(crate) fn check(&mut self, read_end: u64, returned_end: u64) -> Check {
         Check {
             path: self.path.clone(),
             file: self.file.clone(),
             identity: self.identity,
             read_end,
+            returned_end: returned_end.min(read_end),
             recent: std::mem::take(&mut self.recent),
             zeros_from: self.zeros_from,
         }
@@ -174,20 +191,21 @@ impl FileGuard {
     /// Runs a check on a blocking thread and takes the window back when it passes:
     /// for an async caller that awaits it (a [`DirReader`](crate::DirReader)), where
     /// a [`LogReader`](crate::LogReader) polls the same steps.
-    pub(crate) async fn verify(&mut self, read_end: u64) -> Result<(), Error> {
-        let check = self.check(read_end);
-        let recent = tokio::task::spawn_blocking(move || check.run())
+    /// Says whether bytes after `returned_end` moved (see [`Checked::moved`]).
+    pub(crate) async fn verify(&mut self, read_end: u64, returned_end: u64) -> Result<bool, Error> {
+        let check = self.check(read_end, returned_end);
+        let checked = tokio::task::spawn_blocking(move || check.run())
             .await
             .map_err(|join| Error::Io(io::Error::other(join)))??;
-        self.restore(recent);
-        Ok(())
+        self.restore(checked.recent);
+        Ok(checked.moved)
     }
 }
 
 impl Check {
     /// Runs the check (blocking: a stat, an fstat and one read of at most a block).
     /// Gives back the window when the file is still the one that was read.
-    pub(crate) fn run(self) -> Result<BytesMut, Error> {
+    pub(crate) fn run(self) -> Result<Checked, Error> {
         match std::fs::metadata(&self.path) {
             Ok(metadata) if Identity::of(&metadata) == self.identity => {}
             Ok(_) => return Err(Error::LogChanged(LogChange::Replaced)),
@@ -196,12 +214,17 @@ impl Check {
             }
             Err(e) => return Err(e.into()),
         }
+        // A change after the last record returned is no error: those bytes were
+        // never handed out, and are read again.
         let len = self.file.metadata()?.len();
-        if len < self.read_end {
+        if len < self.returned_end {
             return Err(Error::LogChanged(LogChange::Shrunk {
                 len,
-                read: self.read_end,
+                read: self.returned_end,
             }));
+        }
+        if len < self.read_end {
+            return Ok(self.moved());
         }
         if !self.recent.is_empty() {
             // The bytes before the read offset must be the ones already read: else
@@ -212,9 +235,11 @@ impl Check {
             let mut now = vec![0u8; self.recent.len()];
             read_exact_at(&self.file, &mut now, window_start)?;
             if let Some(at) = now.iter().zip(&self.recent[..]).position(|(a, b)| a != b) {
-                return Err(Error::LogChanged(LogChange::Rewritten {
-                    offset: window_start + at as u64,
-                }));
+                let offset = window_start + at as u64;
+                if offset >= self.returned_end {
+                    return Ok(self.moved());
+                }
+                return Err(Error::LogChanged(LogChange::Rewritten { offset }));
             }
         }
         if self.zeros_from < self.read_end {
@@ -225,12 +250,24 @@ impl Check {
             let mut now = vec![0u8; len];
             read_exact_at(&self.file, &mut now, self.zeros_from)?;
             if let Some(at) = now.iter().position(|&b| b != 0) {
-                return Err(Error::LogChanged(LogChange::Rewritten {
-                    offset: self.zeros_from + at as u64,
-                }));
+                let offset = self.zeros_from + at as u64;
+                if offset >= self.returned_end {
+                    return Ok(self.moved());
+                }
+                return Err(Error::LogChanged(LogChange::Rewritten { offset }));
             }
         }
-        Ok(self.recent)
+        Ok(Checked {
+            recent: self.recent,
+            moved: false,
+        })
+    }
+
+    fn moved(self) -> Checked {
+        Checked {
+            recent: self.recent,
+            moved: true,
+        }
     }
 }
 

@@ -77,7 +77,7 @@ pub struct LogReader<R> {
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     /// A followed file's guard, and the check it runs after each wait at EOF.
     guard: Option<FileGuard>,
-    checking: Option<tokio::task::JoinHandle<Result<BytesMut, Error>>>,
+    checking: Option<tokio::task::JoinHandle<Result<guard::Checked, Error>>>,
     /// Set only for a `LogReader<ReadAhead>` built to take its chunks: how to reach
     /// them, so that they become the decoder's buffer instead of being copied.
     chunks: Option<fn(&mut R) -> &mut ReadAhead>,
@@ -182,7 +182,11 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 self.sleep = None;
                 if let Some(guard) = self.guard.as_mut() {
                     let read_end = self.decoder.offset() + self.buffer.len() as u64;
-                    let check = guard.check(read_end);
+                    let returned_end = match self.live {
+                        Some(_) => self.decoder.rewind_point(),
+                        None => read_end,
+                    };
+                    let check = guard.check(read_end, returned_end);
                     self.checking = Some(tokio::task::spawn_blocking(move || check.run()));
                 }
             }
@@ -190,9 +194,12 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 let checked = ready!(Pin::new(checking).poll(cx));
                 self.checking = None;
                 match checked {
-                    Ok(Ok(recent)) => {
+                    Ok(Ok(checked)) => {
                         if let Some(guard) = self.guard.as_mut() {
-                            guard.restore(recent);
+                            guard.restore(checked.recent);
+                        }
+                        if checked.moved {
+                            self.go_back();
                         }
                     }
                     Ok(Err(e)) => {
