@@ -730,6 +730,43 @@ async fn reader_in_another_process_reads_preallocated_zeros_once_filled() {
     log.close().await.unwrap();
 }
 
+/// `caught_up` tells a reader in another process whether it returned every record
+/// the files hold, without waiting; a record it finds is the next one returned,
+/// and `DirReader` is a `Stream` of the same records.
+#[tokio::test]
+async fn reader_in_another_process_knows_when_it_is_caught_up() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogDir::builder()
+        .max_segment_bytes(1024)
+        .open(dir.path())
+        .await
+        .unwrap();
+    let mut ends = Vec::new();
+    for seq in 0..30 {
+        ends.push(log.append(make_record_sized(17, seq, 100)).await.unwrap());
+    }
+    let mut follower = DirReader::open(dir.path(), LogPosition::START)
+        .await
+        .unwrap()
+        .follow()
+        .with_poll_interval(Duration::from_millis(1));
+    for (seq, end) in (0..30).zip(&ends) {
+        assert!(!follower.caught_up().await.unwrap());
+        let record = follower.next().await.unwrap().unwrap();
+        assert_eq!(verify_sized(&record.data), Some((17, seq)));
+        assert_eq!(record.end, *end);
+        assert_eq!(follower.position(), *end);
+    }
+    assert!(follower.caught_up().await.unwrap());
+    assert!(follower.caught_up().await.unwrap());
+    let end = log.append(make_record_sized(17, 30, 100)).await.unwrap();
+    assert!(!follower.caught_up().await.unwrap());
+    assert_eq!(follower.next().await.unwrap().unwrap().end, end);
+    assert!(follower.caught_up().await.unwrap());
+    log.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn reader_in_another_process_skips_segments_a_crash_kept_from_a_purge() {
     let dir = tempfile::tempdir().unwrap();

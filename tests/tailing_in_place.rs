@@ -20,6 +20,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use futures::StreamExt;
 use walcodec::{
     AsyncLogWriter, Dialect, DirReader, LogDecoder, LogDecoderBuilder, LogDir, LogEncoder,
     LogPosition, LogTailer, Position, WriterOptions,
@@ -346,7 +347,8 @@ fn follow_dir_child(mode: &str) {
             .with_poll_interval(Duration::from_millis(1));
         let mut got = Vec::new();
         for i in 0..count {
-            let record = tokio::time::timeout(Duration::from_secs(60), follower.next_record())
+            // Through `Stream`, as a consumer of the log would take it.
+            let record = tokio::time::timeout(Duration::from_secs(60), follower.next())
                 .await
                 .expect("the follower keeps up")
                 .unwrap()
@@ -359,6 +361,8 @@ fn follow_dir_child(mode: &str) {
             }
         }
         assert!(child.wait().unwrap().success());
+        // The writer closed the log: nothing more is there to read.
+        assert!(follower.caught_up().await.unwrap());
         got
     });
     let acked: Vec<(u32, LogPosition)> = acks.iter().flatten().collect();

@@ -106,10 +106,10 @@ impl LogDirOptions {
 
     /// Group-commit settings of the active segment's writer (see [`WriterOptions`]).
     /// With [`WriterOptions::preallocate`], a reader in another process
-    /// ([`DirReader::open`]) reads the zeros ahead of the writer, and fails with
-    /// [`Error::TruncatedUnderReader`] when the writer fills them in (it cannot
-    /// tell that from a rewritten file); keep preallocation off for a log followed
-    /// from another process. Readers in the writer's process are not affected.
+    /// ([`DirReader::open`]) takes the zeros ahead of the writer for space not
+    /// written yet: it waits at the last record before them and reads what the
+    /// writer fills them with. Readers in the writer's process never read past the
+    /// durable end.
     pub fn writer(&mut self, options: WriterOptions) -> &mut Self {
         self.writer = options;
         self
@@ -148,10 +148,9 @@ impl LogDirOptions {
     /// [`open`](Self::open) those beyond `n` are deleted.
     ///
     /// As with preallocation, a reader in another process that follows the active
-    /// segment ([`DirReader::open`] with [`follow`](DirReader::follow)) reads the
-    /// old bytes ahead of the writer and fails with
-    /// [`Error::TruncatedUnderReader`] once the writer overwrites them; readers in
-    /// the writer's process are not affected.
+    /// segment ([`DirReader::open`] with [`follow`](DirReader::follow)) takes the
+    /// old bytes ahead of the writer for space not written yet, and reads what the
+    /// writer writes over them.
     pub fn recycle_segments(&mut self, n: usize) -> &mut Self {
         self.recycle_segments = n;
         self

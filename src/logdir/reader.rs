@@ -13,22 +13,36 @@
 //! on the writer's watch channel in its process (no polling), by polling every
 //! `poll_interval` elsewhere.
 //!
-//! In another process nothing tells the reader that a segment changed under it, so
-//! it watches the file it reads with the `FileGuard` a
-//! [`LogTailer`](crate::LogTailer) uses: before it reads on after a read that
-//! reached the file's end,
-//! the file must still be the one it opened (device and inode), at least as long as
-//! what was read, and hold the same bytes in the last block read (and still zeros
-//! where it read zeros). A segment cut, replaced, removed, or rewritten in place
-//! (cut and grown again, overwritten, preallocated zeros filled in) fails the reader
-//! with [`Error::TruncatedUnderReader`].
+//! In another process the active segment may be written in place (preallocated
+//! zeros, a recycled file's earlier use). How a segment's bytes after its last
+//! complete record read there:
+//!
+//! | what follows the last record        | live segment                 | sealed segment |
+//! |-------------------------------------|------------------------------|----------------|
+//! | nothing, or part of a record        | wait, read again from it     | its end        |
+//! | zeros, another log number's bytes   | not written yet: go back to the record's end, wait | its end |
+//! | damage                              | read again once after a wait, then `BadSegment` | `BadSegment`, but a torn tail is its end |
+//!
+//! Nothing tells such a reader that a segment changed under it, so it watches the
+//! file it reads with the `FileGuard` a [`LogTailer`](crate::LogTailer) uses: before
+//! it reads on after a read that reached the file's end, the file must still be the
+//! one it opened (device and inode), at least as long as the end of the last record
+//! returned, and hold the same bytes before that end. A segment cut, replaced,
+//! removed, or rewritten below that end fails the reader with
+//! [`Error::TruncatedUnderReader`], naming it; bytes after it that changed are read
+//! again.
 
+use std::fmt;
+use std::future::Future;
 use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use futures::Stream;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::watch;
 use tokio_util::codec::Decoder;
@@ -97,8 +111,196 @@ pub struct DirRecord {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct DirReader {
+    /// The reader's state; moved into `pending` while a read is under way, so that
+    /// a read dropped half-way goes on at the next one.
+    walk: Option<Box<Walk>>,
+    pending: Option<Pending>,
+    /// A record `caught_up` read ahead, returned next.
+    peeked: Option<DirRecord>,
+    /// Just past the last record returned.
+    position: LogPosition,
+}
+
+type Pending = Pin<Box<dyn Future<Output = (Box<Walk>, Option<Result<DirRecord, Error>>)> + Send>>;
+
+impl fmt::Debug for DirReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DirReader")
+            .field("walk", &self.walk)
+            .field("reading", &self.pending.is_some())
+            .field("position", &self.position)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DirReader {
+    fn new(walk: Walk) -> DirReader {
+        DirReader {
+            position: walk.position,
+            walk: Some(Box::new(walk)),
+            pending: None,
+            peeked: None,
+        }
+    }
+
+    pub(crate) fn in_process(inner: Arc<Inner>, from: LogPosition) -> Result<DirReader, Error> {
+        Walk::in_process(inner, from).map(DirReader::new)
+    }
+
+    /// Reads the log directory at `path` from `from` on, in a process that may not
+    /// be the writer's (or with no writer at all). [`LogPosition::START`] reads
+    /// from the oldest segment.
+    ///
+    /// Without the writer's durable end to go by, it reads what the files hold: a
+    /// record cut short at the end of the last segment is left for later (or for
+    /// the writer's recovery to cut), never reported as damage. It does not pin
+    /// segments: a purge by the writer's process may remove a segment it has not
+    /// reached yet, which it then reports as [`Error::Purged`].
+    ///
+    /// # Errors
+    /// [`Error::Purged`] when `from`'s segment was purged; [`Error::Io`] when the
+    /// directory cannot be read.
+    pub async fn open(path: impl AsRef<Path>, from: LogPosition) -> Result<DirReader, Error> {
+        Walk::open(path, from).await.map(DirReader::new)
+    }
+
+    /// Waits for new records at the end of the log instead of ending: the stream
+    /// ends only on an error. Drop the reader to stop following. Set it before the
+    /// first read.
+    pub fn follow(mut self) -> DirReader {
+        if let Some(walk) = self.walk.as_mut() {
+            walk.follow = true;
+        }
+        self
+    }
+
+    /// How often a follower in another process looks for new bytes and new
+    /// segments (default 50 ms). A follower in the writer's process does not poll.
+    /// Set it before the first read.
+    pub fn with_poll_interval(mut self, interval: Duration) -> DirReader {
+        if let Some(walk) = self.walk.as_mut() {
+            walk.poll_interval = interval;
+        }
+        self
+    }
+
+    /// Just past the last record returned (where reading started before the
+    /// first): a checkpoint to resume from.
+    pub fn position(&self) -> LogPosition {
+        self.position
+    }
+
+    /// The next record; `None` at the end of what is readable (a follower waits
+    /// instead). After an error, `None`. Dropping the returned future loses
+    /// nothing: the read goes on at the next call.
+    pub async fn next_record(&mut self) -> Option<Result<DirRecord, Error>> {
+        futures::future::poll_fn(|cx| self.poll_record(cx)).await
+    }
+
+    /// Whether every record the log holds now has been returned: reads what is
+    /// readable without waiting, and answers `false` as soon as a record is (it is
+    /// kept, and the next read returns it), `true` at the end of what is readable
+    /// (in the writer's process, its durable end; in another, what the files hold
+    /// before space the writer has not reached). A consumer asks it before it
+    /// answers "am I current?", with no timeout.
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// use walcodec::{LogDir, LogPosition};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = LogDir::open(dir.path()).await?;
+    /// log.append(b"one").await?;
+    /// let mut follower = log.read_from(LogPosition::START)?.follow();
+    /// assert!(!follower.caught_up().await?);
+    /// assert_eq!(follower.next_record().await.unwrap()?.data, &b"one"[..]);
+    /// assert!(follower.caught_up().await?);
+    /// log.append(b"two").await?;
+    /// assert!(!follower.caught_up().await?);
+    /// # log.close().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// What the next read would fail with; the reader is then over.
+    pub async fn caught_up(&mut self) -> Result<bool, Error> {
+        if self.peeked.is_some() {
+            return Ok(false);
+        }
+        let read = futures::future::poll_fn(|cx| self.poll_walk(cx, true)).await;
+        match read {
+            Some(Ok(record)) => {
+                self.peeked = Some(record);
+                Ok(false)
+            }
+            Some(Err(e)) => Err(e),
+            None => Ok(true),
+        }
+    }
+
+    fn poll_record(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<DirRecord, Error>>> {
+        if let Some(record) = self.peeked.take() {
+            self.position = record.end;
+            return Poll::Ready(Some(Ok(record)));
+        }
+        loop {
+            let read = ready!(self.poll_walk(cx, false));
+            if let Some(Ok(record)) = &read {
+                self.position = record.end;
+            }
+            // A read `caught_up` began and dropped stopped where a follower
+            // waits: this one waits.
+            let stopped = self
+                .walk
+                .as_mut()
+                .is_some_and(|walk| std::mem::take(&mut walk.at_end));
+            if read.is_none() && stopped {
+                continue;
+            }
+            return Poll::Ready(read);
+        }
+    }
+
+    /// Polls the read under way, or starts one (not waiting at the end of what
+    /// is readable when `no_wait`).
+    fn poll_walk(
+        &mut self,
+        cx: &mut Context<'_>,
+        no_wait: bool,
+    ) -> Poll<Option<Result<DirRecord, Error>>> {
+        if self.pending.is_none() {
+            let Some(mut walk) = self.walk.take() else {
+                return Poll::Ready(None);
+            };
+            walk.no_wait = no_wait;
+            walk.at_end = false;
+            self.pending = Some(Box::pin(async move {
+                let read = walk.next_record().await;
+                (walk, read)
+            }));
+        }
+        let pending = self.pending.as_mut().expect("started above");
+        let (walk, read) = ready!(pending.as_mut().poll(cx));
+        self.pending = None;
+        self.walk = Some(walk);
+        Poll::Ready(read)
+    }
+}
+
+impl Stream for DirReader {
+    type Item = Result<DirRecord, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_record(cx)
+    }
+}
+
+/// The state of a [`DirReader`], moved into the read under way and back.
+#[derive(Debug)]
+struct Walk {
     dir: PathBuf,
     source: Source,
     follow: bool,
@@ -111,6 +313,9 @@ pub struct DirReader {
     /// Just past the last record returned (or where reading started).
     position: LogPosition,
     failed: bool,
+    /// Stop where a follower would wait (`caught_up`), and say so in `at_end`.
+    no_wait: bool,
+    at_end: bool,
 }
 
 #[derive(Debug)]
@@ -152,8 +357,8 @@ struct Readable {
     sealed: bool,
 }
 
-impl DirReader {
-    pub(crate) fn in_process(inner: Arc<Inner>, from: LogPosition) -> Result<DirReader, Error> {
+impl Walk {
+    fn in_process(inner: Arc<Inner>, from: LogPosition) -> Result<Walk, Error> {
         let (from, truncations_seen) = {
             let mut catalog = inner.catalog();
             let from = catalog.resolve(from)?;
@@ -167,7 +372,7 @@ impl DirReader {
             (from, catalog.truncations.len())
         };
         let end = inner.subscribe();
-        Ok(DirReader {
+        Ok(Walk {
             dir: inner.dir().to_path_buf(),
             source: Source::Writer {
                 inner,
@@ -181,23 +386,12 @@ impl DirReader {
             cursor: None,
             position: from,
             failed: false,
+            no_wait: false,
+            at_end: false,
         })
     }
 
-    /// Reads the log directory at `path` from `from` on, in a process that may not
-    /// be the writer's (or with no writer at all). [`LogPosition::START`] reads
-    /// from the oldest segment.
-    ///
-    /// Without the writer's durable end to go by, it reads what the files hold: a
-    /// record cut short at the end of the last segment is left for later (or for
-    /// the writer's recovery to cut), never reported as damage. It does not pin
-    /// segments: a purge by the writer's process may remove a segment it has not
-    /// reached yet, which it then reports as [`Error::Purged`].
-    ///
-    /// # Errors
-    /// [`Error::Purged`] when `from`'s segment was purged; [`Error::Io`] when the
-    /// directory cannot be read.
-    pub async fn open(path: impl AsRef<Path>, from: LogPosition) -> Result<DirReader, Error> {
+    async fn open(path: impl AsRef<Path>, from: LogPosition) -> Result<Walk, Error> {
         let dir = path.as_ref().to_path_buf();
         // The segments a reader reads (`LogDir::list`): segments a crash kept from a
         // purge are not part of the log.
@@ -213,7 +407,7 @@ impl DirReader {
             .first()
             .map_or(purged_through.segment + 1, |segment| segment.number);
         let from = super::resolve_start(from, first, purged_through)?;
-        Ok(DirReader {
+        Ok(Walk {
             dir,
             source: Source::Files,
             follow: false,
@@ -223,32 +417,14 @@ impl DirReader {
             cursor: None,
             position: from,
             failed: false,
+            no_wait: false,
+            at_end: false,
         })
     }
 
-    /// Waits for new records at the end of the log instead of ending: the stream
-    /// ends only on an error. Drop the reader to stop following.
-    pub fn follow(mut self) -> DirReader {
-        self.follow = true;
-        self
-    }
-
-    /// How often a follower in another process looks for new bytes and new
-    /// segments (default 50 ms). A follower in the writer's process does not poll.
-    pub fn with_poll_interval(mut self, interval: Duration) -> DirReader {
-        self.poll_interval = interval;
-        self
-    }
-
-    /// Just past the last record returned (where reading started before the
-    /// first): a checkpoint to resume from.
-    pub fn position(&self) -> LogPosition {
-        self.position
-    }
-
     /// The next record; `None` at the end of what is readable (a follower waits
-    /// instead). After an error, `None`.
-    pub async fn next_record(&mut self) -> Option<Result<DirRecord, Error>> {
+    /// instead, unless `no_wait`). After an error, `None`.
+    async fn next_record(&mut self) -> Option<Result<DirRecord, Error>> {
         if self.failed {
             return None;
         }
@@ -272,7 +448,7 @@ impl DirReader {
             // a truncation may have removed.
             self.check_truncations()?;
             if self.cursor.is_none() && !self.open_segment().await? {
-                if !self.follow {
+                if self.stop_here() {
                     return Ok(None);
                 }
                 self.wait().await;
@@ -291,7 +467,7 @@ impl DirReader {
                     // place may be a write in progress: read it again before
                     // believing it.
                     self.go_back().await?;
-                    if !self.follow {
+                    if self.stop_here() {
                         return Ok(None);
                     }
                     self.wait().await;
@@ -343,7 +519,7 @@ impl DirReader {
                 if self.later_segment_exists().await? {
                     continue;
                 }
-                if !self.follow {
+                if self.stop_here() {
                     return Ok(None);
                 }
                 self.wait().await;
@@ -380,7 +556,7 @@ impl DirReader {
                     self.go_back().await?;
                 }
             }
-            if !self.follow {
+            if self.stop_here() {
                 return Ok(None);
             }
             self.wait().await;
@@ -623,6 +799,13 @@ impl DirReader {
         Ok(())
     }
 
+    /// At the end of what is readable now: whether to return rather than wait (a
+    /// reader that does not follow, or `caught_up`, which learns so in `at_end`).
+    fn stop_here(&mut self) -> bool {
+        self.at_end = self.follow && self.no_wait;
+        !self.follow || self.no_wait
+    }
+
     /// Waits for the log to grow: on the writer's watch channel, or one poll interval.
     async fn wait(&mut self) {
         match &mut self.source {
@@ -635,7 +818,7 @@ impl DirReader {
     }
 }
 
-impl Drop for DirReader {
+impl Drop for Walk {
     fn drop(&mut self) {
         if let Source::Writer { inner, .. } = &self.source {
             inner.catalog().unpin(self.segment);
