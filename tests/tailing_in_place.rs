@@ -386,3 +386,49 @@ fn follows_a_recycling_log_dir_written_by_another_process() {
 fn follows_a_preallocated_and_recycling_log_dir_written_by_another_process() {
     follow_dir_child("dir-both");
 }
+
+/// A record half written into preallocated zeros, followed in `SkipCorrupted`: no
+/// damage is reported for it, and it comes out whole once the writer finishes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_written_record_is_not_reported_as_damage() {
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000001.log");
+    let mut encoder = LogEncoder::new();
+    let mut log = BytesMut::new();
+    let first = encoder.encode_record(b"first", &mut log);
+    let mut big = BytesMut::new();
+    let second = encoder.encode_record(&[b'x'; 50_000], &mut big);
+    // The first block of the big record is there; the rest is still zeros.
+    let written = 32_768 - log.len();
+    let mut file = log.clone();
+    file.extend_from_slice(&big[..written]);
+    file.resize(256 * 1024, 0);
+    std::fs::write(&path, &file).unwrap();
+
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let mut builder = LogDecoder::builder();
+    builder.recovery(walcodec::Recovery::SkipCorrupted);
+    {
+        let reports = Arc::clone(&reports);
+        builder.on_corruption(move |c| reports.lock().unwrap().push(c.to_string()));
+    }
+    let mut tail = LogTailer::open_at(&path, 0, &builder)
+        .await
+        .unwrap()
+        .with_poll_interval(Duration::from_millis(1));
+    assert_eq!(tail.next_record().await.unwrap().unwrap().position, first);
+    for _ in 0..3 {
+        assert!(tail.caught_up().await.unwrap());
+    }
+    assert_eq!(*reports.lock().unwrap(), Vec::<String>::new());
+
+    use std::os::unix::fs::FileExt;
+    let out = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    out.write_all_at(&big[written..], (log.len() + written) as u64)
+        .unwrap();
+    let record = tail.next_record().await.unwrap().unwrap();
+    assert_eq!((record.position, record.data.len()), (second, 50_000));
+    assert!(tail.caught_up().await.unwrap());
+    assert_eq!(*reports.lock().unwrap(), Vec::<String>::new());
+}

@@ -240,6 +240,7 @@ impl LogDecoderBuilder {
             mark: FragmentMark::Whole { start: 0 },
             cut_short: None,
             settled: 0,
+            live: false,
         }
     }
 

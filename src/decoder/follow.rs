@@ -49,6 +49,14 @@ impl LogDecoder {
             || self.state.recycled_end.is_some()
     }
 
+    /// Reads a live log from here on: a record that zeros or an earlier log's
+    /// fragments cut short is held as a possible write in progress (a torn tail
+    /// if only they follow, damage if data does), in every recovery mode, so that
+    /// `SkipCorrupted` never reports what the writer has not finished writing.
+    pub(crate) fn set_live(&mut self) {
+        self.live = true;
+    }
+
     /// Goes back to [`rewind_point`](Self::rewind_point), as a decoder that has just
     /// read up to it and nothing after: what it held of a record, skipped, suspected
     /// or stopped at after that point is forgotten (an error returned included);

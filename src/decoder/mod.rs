@@ -278,6 +278,10 @@ pub struct LogDecoder {
     /// Just past the last metadata record read: a follower that goes back to where
     /// the log's unwritten part may begin (`follow.rs`) never reads it twice.
     settled: u64,
+    /// Read by a follower of a live log (`follow.rs`): what zeros or an earlier
+    /// log's fragments cut is held as a possible write in progress, never reported
+    /// at once, even in `SkipCorrupted`.
+    live: bool,
 }
 
 /// Where a fragment handed out in fragment mode sits in its record. Every other rule
@@ -886,7 +890,7 @@ impl LogDecoder {
             until: at + len as u64,
             why: SkipReason::ZeroFill,
         });
-        if self.recovery == Recovery::SkipCorrupted {
+        if self.recovery == Recovery::SkipCorrupted && !self.live {
             if let Some(cut) = self.abandon_assembly() {
                 self.corrupt(cut)?;
             }
@@ -912,7 +916,9 @@ impl LogDecoder {
         block_left: usize,
     ) -> Result<(), Error> {
         let damage = Corruption::new(at, block_left as u64, CorruptionKind::ChecksumMismatch);
-        if self.recovery != Recovery::SkipCorrupted && cut_at_sector(at, &src[..fragment_len]) {
+        if (self.recovery != Recovery::SkipCorrupted || self.live)
+            && cut_at_sector(at, &src[..fragment_len])
+        {
             // Perhaps a write cut short in space preallocated with zeros: the rest of
             // the file decides (see `ZeroSuspect::Cut`).
             self.assembly = Assembly::Idle;
@@ -976,7 +982,7 @@ impl LogDecoder {
         }
         self.stats.old_fragment_bytes += len as u64;
         let open = self.abandon_assembly();
-        if self.recovery == Recovery::SkipCorrupted {
+        if self.recovery == Recovery::SkipCorrupted && !self.live {
             return match open {
                 Some(cut) => self.corrupt(cut),
                 None => Ok(()),

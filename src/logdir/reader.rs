@@ -684,11 +684,14 @@ impl Walk {
         // RocksDB's dialect with the segment's number: a legacy segment reads as
         // LevelDB's reader reads it, a recyclable one (recycling) ends where the
         // bytes of its file's earlier use begin.
-        let decoder = LogDecoder::builder()
+        let mut decoder = LogDecoder::builder()
             .dialect(crate::Dialect::RocksDb)
             .log_number(self.segment)
             .start_offset(self.start_offset)
             .build();
+        if guard.is_some() {
+            decoder.set_live();
+        }
         self.cursor = Some(Cursor {
             file,
             decoder,

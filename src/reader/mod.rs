@@ -761,6 +761,8 @@ impl LogTailer<tokio::fs::File> {
         let path = path.as_ref().to_path_buf();
         let metadata = file.metadata().await?;
         let read_end = decoder.offset();
+        let mut decoder = decoder;
+        decoder.set_live();
         let guard = tokio::task::spawn_blocking(move || FileGuard::new(path, &metadata, read_end))
             .await
             .map_err(|join| Error::Io(std::io::Error::other(join)))??;
