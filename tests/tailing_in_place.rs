@@ -174,6 +174,10 @@ fn write_dir(dir: &Path, mode: &str, count: u32) {
 }
 
 fn spawn_child(path: &Path, mode: &str, first: u32) -> std::process::Child {
+    spawn_child_of(path, mode, first, records())
+}
+
+fn spawn_child_of(path: &Path, mode: &str, first: u32, count: u32) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -185,6 +189,7 @@ fn spawn_child(path: &Path, mode: &str, first: u32) -> std::process::Child {
         .env(CHILD_ENV, path)
         .env(MODE_ENV, mode)
         .env(FIRST_ENV, first.to_string())
+        .env(RECORDS_ENV, count.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -431,4 +436,89 @@ async fn a_half_written_record_is_not_reported_as_damage() {
     assert_eq!((record.position, record.data.len()), (second, 50_000));
     assert!(tail.caught_up().await.unwrap());
     assert_eq!(*reports.lock().unwrap(), Vec::<String>::new());
+}
+
+/// The writer killed with SIGKILL mid-stream: the follower has yielded only records
+/// that reopening the log keeps (every acknowledged one among them), and once the
+/// reopened writer (which cuts the torn tail) appends, it goes on without a gap.
+#[test]
+fn a_killed_writer_reopened_is_followed_without_a_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000001.log");
+    let mut child = spawn_child_of(&path, "preallocated", 0, 10_000_000);
+    let acks = acks(&mut child);
+    assert_eq!(acks.recv().unwrap(), None, "the child is ready");
+    let runtime = runtime();
+    runtime.block_on(async {
+        let mut tail = LogTailer::open(&path)
+            .await
+            .unwrap()
+            .with_poll_interval(Duration::from_millis(1));
+        let mut got = Vec::new();
+        let kill_after = 300 + std::process::id() % 700;
+        while got.len() < kill_after as usize {
+            let record = tokio::time::timeout(Duration::from_secs(60), tail.next_record())
+                .await
+                .expect("the follower keeps up")
+                .unwrap()
+                .unwrap();
+            got.push(record);
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        while !tail.caught_up().await.unwrap() {
+            got.push(tail.next_record().await.unwrap().unwrap());
+        }
+        // Durable: up to the last `append` (every eighth; the others are
+        // `append_buffered`, which a crash may lose).
+        let mut acked: Vec<(u32, Position)> = acks.iter().flatten().collect();
+        let durable = acked
+            .iter()
+            .rposition(|(seq, _)| seq % 8 == 0)
+            .map_or(0, |i| i + 1);
+        acked.truncate(durable);
+        assert!(
+            acked.len() <= got.len(),
+            "an acknowledged record was not yielded"
+        );
+        for ((seq, at), record) in acked.iter().zip(&got) {
+            assert_eq!(
+                (Some((TASK, *seq)), *at),
+                (verify(&record.data), record.position)
+            );
+        }
+
+        // Reopening cuts the torn tail: nothing the follower yielded goes.
+        let writer = AsyncLogWriter::options()
+            .preallocate(256 * 1024)
+            .open(&path)
+            .await
+            .unwrap();
+        let mut ats = Vec::new();
+        for seq in 0..200 {
+            ats.push(writer.append(make_record(TASK + 1, seq)).await.unwrap());
+        }
+        writer.close().await.unwrap();
+        let mut log = walcodec::LogReader::open(&path).await.unwrap();
+        let mut kept = Vec::new();
+        while let Some(record) = log.next_record().await {
+            kept.push(record.unwrap());
+        }
+        assert_eq!(
+            kept.len(),
+            got.len() + 200,
+            "reopening kept what was yielded"
+        );
+        assert_eq!(&kept[..got.len()], &got[..]);
+        for (seq, at) in ats.iter().enumerate() {
+            let record = tokio::time::timeout(Duration::from_secs(20), tail.next_record())
+                .await
+                .expect("the follower goes on")
+                .unwrap()
+                .unwrap();
+            assert_eq!(verify(&record.data), Some((TASK + 1, seq as u32)));
+            assert_eq!(record.position, *at);
+        }
+        assert!(tail.caught_up().await.unwrap());
+    });
 }
