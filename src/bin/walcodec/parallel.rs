@@ -490,6 +490,8 @@ impl<'a> Merger<'a> {
                     damage: None,
                     valid_prefix_len: end.valid_prefix_len,
                     incomplete_tail: end.incomplete_tail,
+                    earlier_use: false,
+                    recycled_end: false,
                 },
             };
         }

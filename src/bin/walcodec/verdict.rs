@@ -6,6 +6,8 @@
 //! | `clean`  | nothing                                                | clean       |
 //! | `zeros`  | zeros only: preallocated space or block padding        | clean       |
 //! | `torn`   | a record cut short (by the file's end or by zero fill) | torn tail   |
+//! | `earlier_use` | a recycled WAL's bytes from the file's earlier use (another log number, or no header of this log) | clean |
+//! | `recycled_end` | a recycled WAL ended, as RocksDB ends it, at another log's fragment or a bad checksum: the earlier use, or its last write cut short over it | clean |
 //!
 //! A file of zeros only is an empty log whose space was preallocated: 0 records and a
 //! `zeros` tail from offset 0, clean. `repair` trims those zeros (so that appends
@@ -32,6 +34,8 @@ pub(crate) enum Tail {
     Clean,
     Zeros { after: u64, bytes: u64 },
     Torn { after: u64, bytes: u64 },
+    EarlierUse { after: u64, bytes: u64 },
+    RecycledEnd { after: u64, bytes: u64 },
 }
 
 impl Tail {
@@ -43,7 +47,11 @@ impl Tail {
         let strict = &end.strict;
         let after = strict.valid_prefix_len;
         let bytes = end.file_len.saturating_sub(after);
-        if strict.incomplete_tail {
+        if strict.earlier_use {
+            Tail::EarlierUse { after, bytes }
+        } else if strict.recycled_end && strict.damage.is_none() && bytes > 0 {
+            Tail::RecycledEnd { after, bytes }
+        } else if strict.incomplete_tail {
             Tail::Torn { after, bytes }
         } else if strict.damage.is_none() && !hidden_data && bytes > 0 {
             Tail::Zeros { after, bytes }
@@ -60,6 +68,12 @@ impl Tail {
                 "zeros after offset {after} ({bytes} bytes of preallocated space or block padding; no record lost)"
             ),
             Tail::Torn { after, bytes } => format!("torn after offset {after} ({bytes} bytes)"),
+            Tail::EarlierUse { after, bytes } => format!(
+                "earlier use after offset {after} ({bytes} bytes left from the recycled file's earlier use, no write of this log; no record lost)"
+            ),
+            Tail::RecycledEnd { after, bytes } => format!(
+                "recycled end after offset {after} ({bytes} bytes of the recycled file's earlier use follow, or this log's last write cut short over them)"
+            ),
         }
     }
 
@@ -70,6 +84,8 @@ impl Tail {
             Tail::Clean => ("clean", 0),
             Tail::Zeros { bytes, .. } => ("zeros", bytes),
             Tail::Torn { bytes, .. } => ("torn", bytes),
+            Tail::EarlierUse { bytes, .. } => ("earlier_use", bytes),
+            Tail::RecycledEnd { bytes, .. } => ("recycled_end", bytes),
         };
         object
             .string("tail", name)
