@@ -105,6 +105,9 @@ impl LogDirOptions {
     }
 
     /// Group-commit settings of the active segment's writer (see [`WriterOptions`]).
+    /// A [`format`](WriterOptions::format) with a recyclable log number is refused
+    /// by [`open`](Self::open): each segment is its own log, numbered as its file
+    /// ([`recycle_segments`](Self::recycle_segments) writes them recyclable).
     /// With [`WriterOptions::preallocate`], a reader in another process
     /// ([`DirReader::open`]) takes the zeros ahead of the writer for space not
     /// written yet: it waits at the last record before them and reads what the
@@ -190,6 +193,18 @@ impl LogDirOptions {
     /// [`Error::Locked`] when another `LogDir`, in this process or another, has it
     /// open.
     pub async fn open(&self, path: impl AsRef<Path>) -> Result<LogDir, Error> {
+        if let Some(number) = self.writer.format_in_use().log_number() {
+            // Readers read segment N as log N: one number for every segment would
+            // make all but one of them read as another log's bytes.
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "a LogDir numbers each segment's log itself: a writer format with \
+                     recyclable log number {number} is refused; use recycle_segments(n), \
+                     which writes every segment recyclable with its own number"
+                ),
+            )));
+        }
         let dir = path.as_ref().to_path_buf();
         {
             let dir = dir.clone();
