@@ -150,15 +150,7 @@ fn write_dir(dir: &Path, mode: &str, count: u32) {
         say("ready".into());
         let progress = dir.with_extension("pos");
         for seq in 0..count {
-            let end = if seq % 8 == 0 {
-                log.append(make_record(TASK, seq)).await.unwrap()
-            } else {
-                // A few appends in flight at once: group commit as in use.
-                let (a, b) =
-                    tokio::join!(log.append(make_record(TASK, seq)), tokio::task::yield_now());
-                let _ = b;
-                a.unwrap()
-            };
+            let end = log.append(make_record(TASK, seq)).await.unwrap();
             say(format!("ack {seq} {} {}", end.segment, end.offset));
             if seq % 400 == 399 {
                 if let Some(read) = std::fs::read_to_string(&progress)
@@ -355,7 +347,18 @@ fn follow_dir_child(mode: &str) {
             // Through `Stream`, as a consumer of the log would take it.
             let record = tokio::time::timeout(Duration::from_secs(60), follower.next())
                 .await
-                .expect("the follower keeps up")
+                .unwrap_or_else(|_| {
+                    let files: Vec<_> = std::fs::read_dir(&dir)
+                        .unwrap()
+                        .map(|e| {
+                            let e = e.unwrap();
+                            (e.file_name(), e.metadata().unwrap().len())
+                        })
+                        .collect();
+                    panic!(
+                        "{mode}: the follower is stuck after {i} records: {follower:?} {files:?}"
+                    )
+                })
                 .unwrap()
                 .unwrap_or_else(|e| panic!("{mode}: after {i} records: {e}"));
             let (task, seq) = verify(&record.data).expect("an intact record");
@@ -469,6 +472,19 @@ fn a_killed_writer_reopened_is_followed_without_a_gap() {
         while !tail.caught_up().await.unwrap() {
             got.push(tail.next_record().await.unwrap().unwrap());
         }
+        if std::env::var("I27DEBUG").is_ok() {
+            let n = got.len();
+            while let Ok(Some(r)) =
+                tokio::time::timeout(Duration::from_millis(300), tail.next_record()).await
+            {
+                eprintln!(
+                    "after caught_up: {:?} len {}",
+                    r.as_ref().map(|r| r.position),
+                    n
+                );
+                got.push(r.unwrap());
+            }
+        }
         // Durable: up to the last `append` (every eighth; the others are
         // `append_buffered`, which a crash may lose).
         let mut acked: Vec<(u32, Position)> = acks.iter().flatten().collect();
@@ -521,4 +537,52 @@ fn a_killed_writer_reopened_is_followed_without_a_gap() {
         }
         assert!(tail.caught_up().await.unwrap());
     });
+}
+
+/// In the writer's process a follower never reads past the durable end, so
+/// preallocated and recycled segments read as any others: every record once, in
+/// order, while the writer purges behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_a_preallocated_recycling_log_dir_in_the_writers_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = WriterOptions::new();
+    writer.preallocate(64 * 1024);
+    let log = LogDir::builder()
+        .max_segment_bytes(16 * 1024)
+        .writer(writer)
+        .recycle_segments(3)
+        .open(dir.path())
+        .await
+        .unwrap();
+    let mut follower = log.read_from(LogPosition::START).unwrap().follow();
+    let count = 2_000u32;
+    let appender = {
+        let log = log.clone();
+        tokio::spawn(async move {
+            let mut ends = Vec::new();
+            for seq in 0..count {
+                ends.push(log.append(make_record(TASK, seq)).await.unwrap());
+                if seq % 200 == 199 {
+                    // What the follower has not read is pinned, so kept.
+                    log.purge_before(ends[ends.len() - 150]).await.unwrap();
+                }
+            }
+            ends
+        })
+    };
+    let mut got = Vec::new();
+    for _ in 0..count {
+        let record = tokio::time::timeout(Duration::from_secs(30), follower.next())
+            .await
+            .expect("the follower keeps up")
+            .unwrap()
+            .unwrap();
+        got.push((verify(&record.data).unwrap().1, record.end));
+    }
+    let ends = appender.await.unwrap();
+    assert!(follower.caught_up().await.unwrap());
+    let want: Vec<(u32, LogPosition)> = (0..count).zip(ends).collect();
+    assert_eq!(got, want);
+    assert!(want.last().unwrap().1.segment > 10);
+    log.close().await.unwrap();
 }

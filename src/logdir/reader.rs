@@ -277,6 +277,7 @@ impl DirReader {
             };
             walk.no_wait = no_wait;
             walk.at_end = false;
+            walk.looked_again = false;
             self.pending = Some(Box::pin(async move {
                 let read = walk.next_record().await;
                 (walk, read)
@@ -316,6 +317,9 @@ struct Walk {
     /// Stop where a follower would wait (`caught_up`), and say so in `at_end`.
     no_wait: bool,
     at_end: bool,
+    /// In `caught_up`: whether it went back once already, so that what it
+    /// decodes now was read after it began.
+    looked_again: bool,
 }
 
 #[derive(Debug)]
@@ -388,6 +392,7 @@ impl Walk {
             failed: false,
             no_wait: false,
             at_end: false,
+            looked_again: false,
         })
     }
 
@@ -419,6 +424,7 @@ impl Walk {
             failed: false,
             no_wait: false,
             at_end: false,
+            looked_again: false,
         })
     }
 
@@ -467,6 +473,9 @@ impl Walk {
                     // place may be a write in progress: read it again before
                     // believing it.
                     self.go_back().await?;
+                    if self.look_again() {
+                        continue;
+                    }
                     if self.stop_here() {
                         return Ok(None);
                     }
@@ -516,7 +525,7 @@ impl Walk {
                 // record's end, to read again once the writer wrote more, or once a
                 // later segment shows this one is sealed.
                 self.go_back().await?;
-                if self.later_segment_exists().await? {
+                if self.look_again() || self.later_segment_exists().await? {
                     continue;
                 }
                 if self.stop_here() {
@@ -800,6 +809,13 @@ impl Walk {
             }
         }
         Ok(())
+    }
+
+    /// After going back, in `caught_up` (`no_wait`): read again at once, the first
+    /// time, since the bytes that made it go back may have been read before the
+    /// writer wrote there.
+    fn look_again(&mut self) -> bool {
+        self.no_wait && !std::mem::replace(&mut self.looked_again, true)
     }
 
     /// At the end of what is readable now: whether to return rather than wait (a

@@ -92,6 +92,9 @@ pub struct LogReader<R> {
     doubted: Option<(u64, String)>,
     /// A record read ahead by `caught_up`, returned next.
     peeked: Option<LogRecord>,
+    /// In `caught_up`: whether it went back once already, so that what it
+    /// decodes now was read after it began (bytes read before may be stale).
+    looked_again: bool,
     eof: bool,
     done: bool,
     /// Streamed records ([`LogReader::next_record_reader`]): what a reader left.
@@ -119,6 +122,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             seek_back: None,
             doubted: None,
             peeked: None,
+            looked_again: false,
             eof: false,
             done: false,
             stream: StreamState::default(),
@@ -230,6 +234,9 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                         if self.doubted.as_ref() != Some(&seen) {
                             self.doubted = Some(seen);
                             self.go_back();
+                            if self.look_again(wait) {
+                                continue;
+                            }
                             if let Some(at_end) = self.start_waiting(wait) {
                                 return Poll::Ready(at_end);
                             }
@@ -257,6 +264,9 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 // Past the last record into space the writer has not reached:
                 // back to that record's end, to read again after a wait.
                 self.go_back();
+                if self.look_again(wait) {
+                    continue;
+                }
                 if let Some(at_end) = self.start_waiting(wait) {
                     return Poll::Ready(at_end);
                 }
@@ -339,6 +349,13 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
         Poll::Ready(done.map(|_| ()))
     }
 
+    /// After going back, in `caught_up` (`!wait`): read again at once, the first
+    /// time, since the bytes that made it go back may have been read before the
+    /// writer wrote there.
+    fn look_again(&mut self, wait: bool) -> bool {
+        !wait && !std::mem::replace(&mut self.looked_again, true)
+    }
+
     /// At the end of what a followed log holds now: arms the wait before the next
     /// look, and says so when the caller does not wait (`caught_up`).
     fn start_waiting(&mut self, wait: bool) -> Option<Step> {
@@ -354,6 +371,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
         if self.peeked.is_some() {
             return Ok(false);
         }
+        self.looked_again = false;
         match futures::future::poll_fn(|cx| self.poll_step(cx, false)).await {
             Step::Record(record) => {
                 self.peeked = Some(record);
