@@ -472,19 +472,6 @@ fn a_killed_writer_reopened_is_followed_without_a_gap() {
         while !tail.caught_up().await.unwrap() {
             got.push(tail.next_record().await.unwrap().unwrap());
         }
-        if std::env::var("I27DEBUG").is_ok() {
-            let n = got.len();
-            while let Ok(Some(r)) =
-                tokio::time::timeout(Duration::from_millis(300), tail.next_record()).await
-            {
-                eprintln!(
-                    "after caught_up: {:?} len {}",
-                    r.as_ref().map(|r| r.position),
-                    n
-                );
-                got.push(r.unwrap());
-            }
-        }
         // Durable: up to the last `append` (every eighth; the others are
         // `append_buffered`, which a crash may lose).
         let mut acked: Vec<(u32, Position)> = acks.iter().flatten().collect();
