@@ -341,7 +341,9 @@ async fn tail_follow_reads_preallocated_and_recycled_segments() {
         .await
         .unwrap();
     let mut child = Command::new(BIN)
-        .args(["tail", "-f", "-n", "0", "--poll-interval", "1"])
+        // All the last records, so that each is printed once whether it was
+        // written before the tool's first read or after.
+        .args(["tail", "-f", "-n", "1000", "--poll-interval", "1"])
         .arg(dir.path())
         .stdout(Stdio::piped())
         .spawn()

@@ -625,11 +625,13 @@ impl Walk {
                 .map_err(|e| changed_under_reader(segment, returned_end, e))?;
             if moved {
                 // Bytes read after the last record changed (a write in place went
-                // on): read them again from that record's end, after a wait.
+                // on): read them again, now, from that record's end; the bytes
+                // before it were just checked.
                 self.go_back().await?;
-                return Ok(0);
+                self.cursor.as_mut().expect("a segment is open").reached_end = false;
             }
         }
+        let cursor = self.cursor.as_mut().expect("a segment is open");
         let before = cursor.buf.len();
         cursor.buf.reserve(max);
         let n = (&mut cursor.file)
