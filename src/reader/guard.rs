@@ -233,7 +233,9 @@ impl Check {
             // One read of at most a block per wait at EOF.
             let window_start = self.read_end - self.recent.len() as u64;
             let mut now = vec![0u8; self.recent.len()];
-            read_exact_at(&self.file, &mut now, window_start)?;
+            if let Err(e) = read_exact_at(&self.file, &mut now, window_start) {
+                return self.cut_while_checked(e);
+            }
             if let Some(at) = now.iter().zip(&self.recent[..]).position(|(a, b)| a != b) {
                 let offset = window_start + at as u64;
                 if offset >= self.returned_end {
@@ -248,7 +250,9 @@ impl Check {
             // already passed. Seeing that is the only way not to skip its records.
             let len = (self.read_end - self.zeros_from).min(WINDOW_BYTES as u64) as usize;
             let mut now = vec![0u8; len];
-            read_exact_at(&self.file, &mut now, self.zeros_from)?;
+            if let Err(e) = read_exact_at(&self.file, &mut now, self.zeros_from) {
+                return self.cut_while_checked(e);
+            }
             if let Some(at) = now.iter().position(|&b| b != 0) {
                 let offset = self.zeros_from + at as u64;
                 if offset >= self.returned_end {
@@ -261,6 +265,22 @@ impl Check {
             recent: self.recent,
             moved: false,
         })
+    }
+
+    /// A read of the check failed: the file was cut while it ran (a rewrite
+    /// truncates first) when it now ends before what the read wanted.
+    fn cut_while_checked(self, error: io::Error) -> Result<Checked, Error> {
+        if error.kind() != io::ErrorKind::UnexpectedEof {
+            return Err(error.into());
+        }
+        let len = self.file.metadata()?.len();
+        if len < self.returned_end {
+            return Err(Error::LogChanged(LogChange::Shrunk {
+                len,
+                read: self.returned_end,
+            }));
+        }
+        Ok(self.moved())
     }
 
     fn moved(self) -> Checked {
