@@ -146,12 +146,14 @@ pub enum Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LogChange {
-    /// The file is shorter (`len` bytes) than what was already read from it (`read`):
-    /// it was truncated, e.g. by a repair.
+    /// The file is shorter (`len` bytes) than the end of the last record the
+    /// follower returned (`read`; where it started, before any): it was truncated
+    /// below what was returned, e.g. by a repair.
     Shrunk {
         /// The file's length now.
         len: u64,
-        /// How far the reader had read.
+        /// The end of the last record the follower returned (a follower never keeps
+        /// bytes past it across a wait, since a writer may still change them).
         read: u64,
     },
     /// The path now names another file (another device or inode): the log was
@@ -172,7 +174,7 @@ impl fmt::Display for LogChange {
         match self {
             LogChange::Shrunk { len, read } => write!(
                 f,
-                "the file shrank to {len} bytes, below the {read} bytes already read"
+                "the file shrank to {len} bytes, below the end of the last record returned at {read}"
             ),
             LogChange::Replaced => f.write_str("the path now names another file"),
             LogChange::Removed => f.write_str("the file was removed"),

@@ -739,6 +739,65 @@ fn tail_follow_prints_records_as_they_are_completed() {
     child.wait().unwrap();
 }
 
+/// `tail -f` on a file that another process preallocates and fills in place: the
+/// records written into the zeros are printed once each, where they were written.
+#[test]
+fn tail_follow_reads_a_preallocated_file_as_it_is_filled() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("000001.log");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let writer = runtime.block_on(async {
+        let writer = walcodec::AsyncLogWriter::options()
+            .preallocate(1 << 20)
+            .create(&log)
+            .await
+            .unwrap();
+        writer.append(b"before").await.unwrap();
+        writer
+    });
+    let mut child = Command::new(BIN)
+        .args([
+            "tail",
+            "-f",
+            "-n",
+            "5",
+            "--format",
+            "hex",
+            "--poll-interval",
+            "1",
+        ])
+        .arg(&log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = line_reader(child.stdout.take().unwrap());
+    let deadline = Duration::from_secs(20);
+    assert_eq!(
+        lines.recv_timeout(deadline).unwrap(),
+        format!("0 6 {}", hex(b"before"))
+    );
+    for i in 0..300u32 {
+        let record = vec![i as u8; 10 + (i as usize * 331) % 50_000];
+        let at = runtime.block_on(writer.append(&record)).unwrap();
+        let line = lines.recv_timeout(deadline).unwrap();
+        assert_eq!(
+            line,
+            format!("{} {} {}", at.start, record.len(), hex(&record))
+        );
+    }
+    assert!(lines.recv_timeout(Duration::from_millis(100)).is_err());
+    child.kill().unwrap();
+    let output = child.wait_with_output().unwrap();
+    // A record the follower met half-written is no damage to report.
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    runtime.block_on(writer.close()).unwrap();
+}
+
 #[test]
 fn a_closed_stdout_ends_quietly() {
     let mut child = Command::new(BIN)

@@ -690,8 +690,11 @@ async fn follower_in_another_process_fails_when_its_segment_is_cut_and_grown_aga
     log.close().await.unwrap();
 }
 
+/// Zeros ahead of a writer that preallocates are not written yet: a reader in
+/// another process stops at its last record, and once the writer fills them in it
+/// reads the records written there, where they were written.
 #[tokio::test]
-async fn reader_in_another_process_fails_when_preallocated_zeros_it_read_are_filled() {
+async fn reader_in_another_process_reads_preallocated_zeros_once_filled() {
     let dir = tempfile::tempdir().unwrap();
     let log = LogDir::builder()
         .writer(
@@ -708,22 +711,59 @@ async fn reader_in_another_process_fails_when_preallocated_zeros_it_read_are_fil
     let mut reader = DirReader::open(dir.path(), LogPosition::START)
         .await
         .unwrap();
-    // What the reader gets of the zeros ahead of the writer is not the point; that
-    // it never reads past them into records written there later is.
     let mut seen = 0;
     while let Some(record) = reader.next_record().await {
         record.unwrap();
         seen += 1;
     }
     assert_eq!(seen, 5);
+    let mut ends = Vec::new();
     for seq in 5..10 {
-        log.append(make_record_sized(16, seq, 100)).await.unwrap();
+        ends.push(log.append(make_record_sized(16, seq, 100)).await.unwrap());
     }
-    let err = reader.next_record().await.unwrap().unwrap_err();
-    assert!(
-        matches!(err, Error::TruncatedUnderReader { position, .. } if position.offset < 64 * 1024),
-        "{err}"
-    );
+    for (seq, end) in (5..10).zip(ends) {
+        let record = reader.next_record().await.unwrap().unwrap();
+        assert_eq!(verify_sized(&record.data), Some((16, seq)));
+        assert_eq!(record.end, end);
+    }
+    assert!(reader.next_record().await.is_none());
+    log.close().await.unwrap();
+}
+
+/// `caught_up` tells a reader in another process whether it returned every record
+/// the files hold, without waiting; a record it finds is the next one returned,
+/// and `DirReader` is a `Stream` of the same records.
+#[tokio::test]
+async fn reader_in_another_process_knows_when_it_is_caught_up() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogDir::builder()
+        .max_segment_bytes(1024)
+        .open(dir.path())
+        .await
+        .unwrap();
+    let mut ends = Vec::new();
+    for seq in 0..30 {
+        ends.push(log.append(make_record_sized(17, seq, 100)).await.unwrap());
+    }
+    let mut follower = DirReader::open(dir.path(), LogPosition::START)
+        .await
+        .unwrap()
+        .follow()
+        .with_poll_interval(Duration::from_millis(1));
+    for (seq, end) in (0..30).zip(&ends) {
+        assert!(!follower.caught_up().await.unwrap());
+        let record = follower.next().await.unwrap().unwrap();
+        assert_eq!(verify_sized(&record.data), Some((17, seq)));
+        assert_eq!(record.end, *end);
+        assert_eq!(follower.position(), *end);
+    }
+    assert!(follower.caught_up().await.unwrap());
+    assert!(follower.caught_up().await.unwrap());
+    let end = log.append(make_record_sized(17, 30, 100)).await.unwrap();
+    assert!(!follower.caught_up().await.unwrap());
+    assert_eq!(follower.next().await.unwrap().unwrap().end, end);
+    assert!(follower.caught_up().await.unwrap());
     log.close().await.unwrap();
 }
 

@@ -291,3 +291,27 @@ async fn the_pool_is_trimmed_to_the_option_on_open() {
         .unwrap();
     assert_eq!(pooled(dir.path()), 0);
 }
+
+/// A writer format with a recyclable log number of its own is refused with a clear
+/// error: a LogDir's segments are each their own log, numbered as their files.
+#[tokio::test]
+async fn a_recyclable_writer_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = walcodec::WriterOptions::new();
+    writer.format(walcodec::LogFormat::leveldb().recyclable(7));
+    let err = LogDir::builder()
+        .writer(writer)
+        .open(dir.path())
+        .await
+        .unwrap_err();
+    match err {
+        walcodec::Error::Io(e) => {
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains("recyclable log number 7"), "{e}");
+            assert!(e.to_string().contains("recycle_segments"), "{e}");
+        }
+        other => panic!("{other}"),
+    }
+    // Nothing was created.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

@@ -240,6 +240,8 @@ impl LogDecoderBuilder {
             mark: FragmentMark::Whole { start: 0 },
             cut_short: None,
             read_ahead: None,
+            settled: 0,
+            live: false,
         }
     }
 

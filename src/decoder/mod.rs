@@ -40,6 +40,7 @@
 
 mod builder;
 mod dialect;
+mod follow;
 mod pebble;
 mod plain;
 mod recovery;
@@ -299,6 +300,13 @@ pub struct LogDecoder {
     /// Pebble: an invalid chunk whose meaning (the log's end, or corruption) waits
     /// on what the rest of the log promises.
     read_ahead: Option<pebble::ReadAhead>,
+    /// Just past the last metadata record read: a follower that goes back to where
+    /// the log's unwritten part may begin (`follow.rs`) never reads it twice.
+    settled: u64,
+    /// Read by a follower of a live log (`follow.rs`): what zeros or an earlier
+    /// log's fragments cut is held as a possible write in progress, never reported
+    /// at once, even in `SkipCorrupted`.
+    live: bool,
 }
 
 /// Where a fragment handed out in fragment mode sits in its record. Every other rule
@@ -1007,7 +1015,7 @@ impl LogDecoder {
             until: at + len as u64,
             why: SkipReason::ZeroFill,
         });
-        if self.recovery == Recovery::SkipCorrupted {
+        if self.recovery == Recovery::SkipCorrupted && !self.live {
             if let Some(cut) = self.abandon_assembly() {
                 self.corrupt(cut)?;
             }
@@ -1036,7 +1044,9 @@ impl LogDecoder {
         // RocksDB report what they held of the block).
         let covered = block_left.min(src.len());
         let damage = Corruption::new(at, covered as u64, CorruptionKind::ChecksumMismatch);
-        if self.recovery != Recovery::SkipCorrupted && cut_at_sector(at, &src[..fragment_len]) {
+        if (self.recovery != Recovery::SkipCorrupted || self.live)
+            && cut_at_sector(at, &src[..fragment_len])
+        {
             // Perhaps a write cut short in space preallocated with zeros: the rest of
             // the file decides (see `ZeroSuspect::Cut`).
             self.assembly = Assembly::Idle;
@@ -1103,7 +1113,7 @@ impl LogDecoder {
         }
         self.stats.old_fragment_bytes += len as u64;
         let open = self.abandon_assembly();
-        if self.recovery == Recovery::SkipCorrupted {
+        if self.recovery == Recovery::SkipCorrupted && !self.live {
             return match open {
                 Some(cut) => self.corrupt(cut),
                 None => Ok(()),
@@ -1480,6 +1490,7 @@ impl LogDecoder {
         let late = matches!(record, MetadataRecord::Compression(_))
             && (self.state.compression.is_some() || self.data_seen());
         self.state.apply(&record);
+        self.settled = self.offset;
         if let Some(callback) = &self.metadata {
             let mut callback = callback
                 .lock()

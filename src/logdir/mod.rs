@@ -109,11 +109,14 @@ impl LogDirOptions {
     }
 
     /// Group-commit settings of the active segment's writer (see [`WriterOptions`]).
+    /// A [`format`](WriterOptions::format) with a recyclable log number is refused
+    /// by [`open`](Self::open): each segment is its own log, numbered as its file
+    /// ([`recycle_segments`](Self::recycle_segments) writes them recyclable).
     /// With [`WriterOptions::preallocate`], a reader in another process
-    /// ([`DirReader::open`]) reads the zeros ahead of the writer, and fails with
-    /// [`Error::TruncatedUnderReader`] when the writer fills them in (it cannot
-    /// tell that from a rewritten file); keep preallocation off for a log followed
-    /// from another process. Readers in the writer's process are not affected.
+    /// ([`DirReader::open`]) takes the zeros ahead of the writer for space not
+    /// written yet: it waits at the last record before them and reads what the
+    /// writer fills them with. Readers in the writer's process never read past the
+    /// durable end.
     ///
     /// Takes what the [`WriterOptions`] setters return (`&mut WriterOptions`) as
     /// well as an owned value, so a chain of setters needs no `.clone()`.
@@ -173,10 +176,9 @@ impl LogDirOptions {
     /// [`open`](Self::open) those beyond `n` are deleted.
     ///
     /// As with preallocation, a reader in another process that follows the active
-    /// segment ([`DirReader::open`] with [`follow`](DirReader::follow)) reads the
-    /// old bytes ahead of the writer and fails with
-    /// [`Error::TruncatedUnderReader`] once the writer overwrites them; readers in
-    /// the writer's process are not affected.
+    /// segment ([`DirReader::open`] with [`follow`](DirReader::follow)) takes the
+    /// old bytes ahead of the writer for space not written yet, and reads what the
+    /// writer writes over them.
     pub fn recycle_segments(&mut self, n: usize) -> &mut Self {
         self.recycle_segments = n;
         self
@@ -216,6 +218,18 @@ impl LogDirOptions {
     /// [`Error::Locked`] when another `LogDir`, in this process or another, has it
     /// open.
     pub async fn open(&self, path: impl AsRef<Path>) -> Result<LogDir, Error> {
+        if let Some(number) = self.writer.format_in_use().log_number() {
+            // Readers read segment N as log N: one number for every segment would
+            // make all but one of them read as another log's bytes.
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "a LogDir numbers each segment's log itself: a writer format with \
+                     recyclable log number {number} is refused; use recycle_segments(n), \
+                     which writes every segment recyclable with its own number"
+                ),
+            )));
+        }
         let dir = path.as_ref().to_path_buf();
         observe::within(observe::open_span(&dir), self.open_at(dir.clone())).await
     }

@@ -13,22 +13,36 @@
 //! on the writer's watch channel in its process (no polling), by polling every
 //! `poll_interval` elsewhere.
 //!
-//! In another process nothing tells the reader that a segment changed under it, so
-//! it watches the file it reads with the `FileGuard` a
-//! [`LogTailer`](crate::LogTailer) uses: before it reads on after a read that
-//! reached the file's end,
-//! the file must still be the one it opened (device and inode), at least as long as
-//! what was read, and hold the same bytes in the last block read (and still zeros
-//! where it read zeros). A segment cut, replaced, removed, or rewritten in place
-//! (cut and grown again, overwritten, preallocated zeros filled in) fails the reader
-//! with [`Error::TruncatedUnderReader`].
+//! In another process the active segment may be written in place (preallocated
+//! zeros, a recycled file's earlier use). How a segment's bytes after its last
+//! complete record read there:
+//!
+//! | what follows the last record        | live segment                 | sealed segment |
+//! |-------------------------------------|------------------------------|----------------|
+//! | nothing, or part of a record        | wait, read again from it     | its end        |
+//! | zeros, another log number's bytes   | not written yet: go back to the record's end, wait | its end |
+//! | damage                              | read again once after a wait, then `BadSegment` | `BadSegment`, but a torn tail is its end |
+//!
+//! Nothing tells such a reader that a segment changed under it, so it watches the
+//! file it reads with the `FileGuard` a [`LogTailer`](crate::LogTailer) uses: before
+//! it reads on after a read that reached the file's end, the file must still be the
+//! one it opened (device and inode), at least as long as the end of the last record
+//! returned, and hold the same bytes before that end. A segment cut, replaced,
+//! removed, or rewritten below that end fails the reader with
+//! [`Error::TruncatedUnderReader`], naming it; bytes after it that changed are read
+//! again.
 
+use std::fmt;
+use std::future::Future;
 use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use futures::Stream;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::watch;
 use tokio_util::codec::Decoder;
@@ -97,8 +111,197 @@ pub struct DirRecord {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct DirReader {
+    /// The reader's state; moved into `pending` while a read is under way, so that
+    /// a read dropped half-way goes on at the next one.
+    walk: Option<Box<Walk>>,
+    pending: Option<Pending>,
+    /// A record `caught_up` read ahead, returned next.
+    peeked: Option<DirRecord>,
+    /// Just past the last record returned.
+    position: LogPosition,
+}
+
+type Pending = Pin<Box<dyn Future<Output = (Box<Walk>, Option<Result<DirRecord, Error>>)> + Send>>;
+
+impl fmt::Debug for DirReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DirReader")
+            .field("walk", &self.walk)
+            .field("reading", &self.pending.is_some())
+            .field("position", &self.position)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DirReader {
+    fn new(walk: Walk) -> DirReader {
+        DirReader {
+            position: walk.position,
+            walk: Some(Box::new(walk)),
+            pending: None,
+            peeked: None,
+        }
+    }
+
+    pub(crate) fn in_process(inner: Arc<Inner>, from: LogPosition) -> Result<DirReader, Error> {
+        Walk::in_process(inner, from).map(DirReader::new)
+    }
+
+    /// Reads the log directory at `path` from `from` on, in a process that may not
+    /// be the writer's (or with no writer at all). [`LogPosition::START`] reads
+    /// from the oldest segment.
+    ///
+    /// Without the writer's durable end to go by, it reads what the files hold: a
+    /// record cut short at the end of the last segment is left for later (or for
+    /// the writer's recovery to cut), never reported as damage. It does not pin
+    /// segments: a purge by the writer's process may remove a segment it has not
+    /// reached yet, which it then reports as [`Error::Purged`].
+    ///
+    /// # Errors
+    /// [`Error::Purged`] when `from`'s segment was purged; [`Error::Io`] when the
+    /// directory cannot be read.
+    pub async fn open(path: impl AsRef<Path>, from: LogPosition) -> Result<DirReader, Error> {
+        Walk::open(path, from).await.map(DirReader::new)
+    }
+
+    /// Waits for new records at the end of the log instead of ending: the stream
+    /// ends only on an error. Drop the reader to stop following. Set it before the
+    /// first read.
+    pub fn follow(mut self) -> DirReader {
+        if let Some(walk) = self.walk.as_mut() {
+            walk.follow = true;
+        }
+        self
+    }
+
+    /// How often a follower in another process looks for new bytes and new
+    /// segments (default 50 ms). A follower in the writer's process does not poll.
+    /// Set it before the first read.
+    pub fn with_poll_interval(mut self, interval: Duration) -> DirReader {
+        if let Some(walk) = self.walk.as_mut() {
+            walk.poll_interval = interval;
+        }
+        self
+    }
+
+    /// Just past the last record returned (where reading started before the
+    /// first): a checkpoint to resume from.
+    pub fn position(&self) -> LogPosition {
+        self.position
+    }
+
+    /// The next record; `None` at the end of what is readable (a follower waits
+    /// instead). After an error, `None`. Dropping the returned future loses
+    /// nothing: the read goes on at the next call.
+    pub async fn next_record(&mut self) -> Option<Result<DirRecord, Error>> {
+        futures::future::poll_fn(|cx| self.poll_record(cx)).await
+    }
+
+    /// Whether every record the log holds now has been returned: reads what is
+    /// readable without waiting, and answers `false` as soon as a record is (it is
+    /// kept, and the next read returns it), `true` at the end of what is readable
+    /// (in the writer's process, its durable end; in another, what the files hold
+    /// before space the writer has not reached). A consumer asks it before it
+    /// answers "am I current?", with no timeout.
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// use walcodec::{LogDir, LogPosition};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = LogDir::open(dir.path()).await?;
+    /// log.append(b"one").await?;
+    /// let mut follower = log.read_from(LogPosition::START)?.follow();
+    /// assert!(!follower.caught_up().await?);
+    /// assert_eq!(follower.next_record().await.unwrap()?.data, &b"one"[..]);
+    /// assert!(follower.caught_up().await?);
+    /// log.append(b"two").await?;
+    /// assert!(!follower.caught_up().await?);
+    /// # log.close().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// What the next read would fail with; the reader is then over.
+    pub async fn caught_up(&mut self) -> Result<bool, Error> {
+        if self.peeked.is_some() {
+            return Ok(false);
+        }
+        let read = futures::future::poll_fn(|cx| self.poll_walk(cx, true)).await;
+        match read {
+            Some(Ok(record)) => {
+                self.peeked = Some(record);
+                Ok(false)
+            }
+            Some(Err(e)) => Err(e),
+            None => Ok(true),
+        }
+    }
+
+    fn poll_record(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<DirRecord, Error>>> {
+        if let Some(record) = self.peeked.take() {
+            self.position = record.end;
+            return Poll::Ready(Some(Ok(record)));
+        }
+        loop {
+            let read = ready!(self.poll_walk(cx, false));
+            if let Some(Ok(record)) = &read {
+                self.position = record.end;
+            }
+            // A read `caught_up` began and dropped stopped where a follower
+            // waits: this one waits.
+            let stopped = self
+                .walk
+                .as_mut()
+                .is_some_and(|walk| std::mem::take(&mut walk.at_end));
+            if read.is_none() && stopped {
+                continue;
+            }
+            return Poll::Ready(read);
+        }
+    }
+
+    /// Polls the read under way, or starts one (not waiting at the end of what
+    /// is readable when `no_wait`).
+    fn poll_walk(
+        &mut self,
+        cx: &mut Context<'_>,
+        no_wait: bool,
+    ) -> Poll<Option<Result<DirRecord, Error>>> {
+        if self.pending.is_none() {
+            let Some(mut walk) = self.walk.take() else {
+                return Poll::Ready(None);
+            };
+            walk.no_wait = no_wait;
+            walk.at_end = false;
+            walk.looked_again = false;
+            self.pending = Some(Box::pin(async move {
+                let read = walk.next_record().await;
+                (walk, read)
+            }));
+        }
+        let pending = self.pending.as_mut().expect("started above");
+        let (walk, read) = ready!(pending.as_mut().poll(cx));
+        self.pending = None;
+        self.walk = Some(walk);
+        Poll::Ready(read)
+    }
+}
+
+impl Stream for DirReader {
+    type Item = Result<DirRecord, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_record(cx)
+    }
+}
+
+/// The state of a [`DirReader`], moved into the read under way and back.
+#[derive(Debug)]
+struct Walk {
     dir: PathBuf,
     source: Source,
     follow: bool,
@@ -111,6 +314,12 @@ pub struct DirReader {
     /// Just past the last record returned (or where reading started).
     position: LogPosition,
     failed: bool,
+    /// Stop where a follower would wait (`caught_up`), and say so in `at_end`.
+    no_wait: bool,
+    at_end: bool,
+    /// In `caught_up`: whether it went back once already, so that what it
+    /// decodes now was read after it began.
+    looked_again: bool,
 }
 
 #[derive(Debug)]
@@ -139,6 +348,9 @@ struct Cursor {
     /// The last read reached the file's end (it got fewer bytes than it asked for):
     /// the file must be checked before the next, which may come after any change.
     reached_end: bool,
+    /// Damage met past the last record of a segment written in place, read again
+    /// before it is believed: where the reader went back to, and what it was.
+    doubted: Option<(u64, String)>,
 }
 
 /// How much of the current segment may be read now.
@@ -149,8 +361,8 @@ struct Readable {
     sealed: bool,
 }
 
-impl DirReader {
-    pub(crate) fn in_process(inner: Arc<Inner>, from: LogPosition) -> Result<DirReader, Error> {
+impl Walk {
+    fn in_process(inner: Arc<Inner>, from: LogPosition) -> Result<Walk, Error> {
         let (from, truncations_seen) = {
             let mut catalog = inner.catalog();
             let from = catalog.resolve(from)?;
@@ -164,7 +376,7 @@ impl DirReader {
             (from, catalog.truncations.len())
         };
         let end = inner.subscribe();
-        Ok(DirReader {
+        Ok(Walk {
             dir: inner.dir().to_path_buf(),
             source: Source::Writer {
                 inner,
@@ -178,23 +390,13 @@ impl DirReader {
             cursor: None,
             position: from,
             failed: false,
+            no_wait: false,
+            at_end: false,
+            looked_again: false,
         })
     }
 
-    /// Reads the log directory at `path` from `from` on, in a process that may not
-    /// be the writer's (or with no writer at all). [`LogPosition::START`] reads
-    /// from the oldest segment.
-    ///
-    /// Without the writer's durable end to go by, it reads what the files hold: a
-    /// record cut short at the end of the last segment is left for later (or for
-    /// the writer's recovery to cut), never reported as damage. It does not pin
-    /// segments: a purge by the writer's process may remove a segment it has not
-    /// reached yet, which it then reports as [`Error::Purged`].
-    ///
-    /// # Errors
-    /// [`Error::Purged`] when `from`'s segment was purged; [`Error::Io`] when the
-    /// directory cannot be read.
-    pub async fn open(path: impl AsRef<Path>, from: LogPosition) -> Result<DirReader, Error> {
+    async fn open(path: impl AsRef<Path>, from: LogPosition) -> Result<Walk, Error> {
         let dir = path.as_ref().to_path_buf();
         // The segments a reader reads (`LogDir::list`): segments a crash kept from a
         // purge are not part of the log.
@@ -210,7 +412,7 @@ impl DirReader {
             .first()
             .map_or(purged_through.segment + 1, |segment| segment.number);
         let from = super::resolve_start(from, first, purged_through)?;
-        Ok(DirReader {
+        Ok(Walk {
             dir,
             source: Source::Files,
             follow: false,
@@ -220,32 +422,15 @@ impl DirReader {
             cursor: None,
             position: from,
             failed: false,
+            no_wait: false,
+            at_end: false,
+            looked_again: false,
         })
     }
 
-    /// Waits for new records at the end of the log instead of ending: the stream
-    /// ends only on an error. Drop the reader to stop following.
-    pub fn follow(mut self) -> DirReader {
-        self.follow = true;
-        self
-    }
-
-    /// How often a follower in another process looks for new bytes and new
-    /// segments (default 50 ms). A follower in the writer's process does not poll.
-    pub fn with_poll_interval(mut self, interval: Duration) -> DirReader {
-        self.poll_interval = interval;
-        self
-    }
-
-    /// Just past the last record returned (where reading started before the
-    /// first): a checkpoint to resume from.
-    pub fn position(&self) -> LogPosition {
-        self.position
-    }
-
     /// The next record; `None` at the end of what is readable (a follower waits
-    /// instead). After an error, `None`.
-    pub async fn next_record(&mut self) -> Option<Result<DirRecord, Error>> {
+    /// instead, unless `no_wait`). After an error, `None`.
+    async fn next_record(&mut self) -> Option<Result<DirRecord, Error>> {
         if self.failed {
             return None;
         }
@@ -269,7 +454,7 @@ impl DirReader {
             // a truncation may have removed.
             self.check_truncations()?;
             if self.cursor.is_none() && !self.open_segment().await? {
-                if !self.follow {
+                if self.stop_here() {
                     return Ok(None);
                 }
                 self.wait().await;
@@ -282,8 +467,27 @@ impl DirReader {
             } else {
                 cursor.decoder.decode(&mut cursor.buf)
             };
+            let decoded = match decoded {
+                Err(e) if !cursor.at_eof && self.is_live_error(&e).await? => {
+                    // Damage past the last record of a segment still written in
+                    // place may be a write in progress: read it again before
+                    // believing it.
+                    self.go_back().await?;
+                    if self.look_again() {
+                        continue;
+                    }
+                    if self.stop_here() {
+                        return Ok(None);
+                    }
+                    self.wait().await;
+                    continue;
+                }
+                decoded => decoded,
+            };
+            let cursor = self.cursor.as_mut().expect("opened above");
             match decoded.map_err(|e| bad_segment(segment, e))? {
                 Some(data) => {
+                    cursor.doubted = None;
                     let position = cursor
                         .decoder
                         .last_record()
@@ -295,7 +499,11 @@ impl DirReader {
                     }));
                 }
                 None if cursor.at_eof => {
-                    if cursor.decoder.has_incomplete_tail() {
+                    // Read in another process, a sealed segment ends at its last
+                    // record whatever follows it (zeros, an earlier use's bytes, a
+                    // write a crash cut short); the writer's process knows it synced
+                    // the whole segment, so there a torn tail is damage.
+                    if cursor.decoder.has_incomplete_tail() && cursor.guard.is_none() {
                         let cut = Error::Corruption {
                             offset: cursor.decoder.valid_prefix_len(),
                             bytes: cursor.read_to - cursor.decoder.valid_prefix_len(),
@@ -309,7 +517,23 @@ impl DirReader {
                 None => {}
             }
             let readable = self.readable().await?;
+            let live = matches!(self.source, Source::Files) && !readable.sealed;
             let cursor = self.cursor.as_mut().expect("opened above");
+            if live && cursor.decoder.passed_unwritten() {
+                // Past the last record into space the writer has not reached
+                // (preallocated zeros, a recycled file's earlier use): back to that
+                // record's end, to read again once the writer wrote more, or once a
+                // later segment shows this one is sealed.
+                self.go_back().await?;
+                if self.look_again() || self.later_segment_exists().await? {
+                    continue;
+                }
+                if self.stop_here() {
+                    return Ok(None);
+                }
+                self.wait().await;
+                continue;
+            }
             let room = match readable.limit {
                 Some(limit) => limit.saturating_sub(cursor.read_to).min(READ_CHUNK as u64) as usize,
                 None => READ_CHUNK,
@@ -332,11 +556,55 @@ impl DirReader {
                 }
                 continue;
             }
-            if !self.follow {
+            if live {
+                // The bytes of a record not yet complete may still change in a file
+                // written in place: read them again after the wait.
+                let cursor = self.cursor.as_ref().expect("opened above");
+                if cursor.decoder.offset() + cursor.buf.len() as u64 > cursor.decoder.rewind_point()
+                {
+                    self.go_back().await?;
+                }
+            }
+            if self.stop_here() {
                 return Ok(None);
             }
             self.wait().await;
         }
+    }
+
+    /// Whether `error`, met decoding the current segment, may be a write still in
+    /// progress to be read again (in another process, in a segment not sealed, and
+    /// not met there already): then it is noted as met.
+    async fn is_live_error(&mut self, error: &Error) -> Result<bool, Error> {
+        if !matches!(self.source, Source::Files) || matches!(error, Error::Io(_)) {
+            return Ok(false);
+        }
+        if self.readable().await?.sealed {
+            return Ok(false);
+        }
+        let cursor = self.cursor.as_mut().expect("a segment is open");
+        let seen = (cursor.decoder.rewind_point(), error.to_string());
+        if cursor.doubted.as_ref() == Some(&seen) {
+            return Ok(false);
+        }
+        cursor.doubted = Some(seen);
+        Ok(true)
+    }
+
+    /// Goes back to the end of the current segment's last record (see
+    /// `LogDecoder::rewind`): the decoder, the file and the guard's window. The
+    /// guard checks the file before the next read.
+    async fn go_back(&mut self) -> Result<(), Error> {
+        let cursor = self.cursor.as_mut().expect("a segment is open");
+        let point = cursor.decoder.rewind();
+        cursor.buf.clear();
+        cursor.file.seek(SeekFrom::Start(point)).await?;
+        cursor.read_to = point;
+        cursor.reached_end = true;
+        if let Some(guard) = cursor.guard.as_mut() {
+            guard.rewind(point);
+        }
+        Ok(())
     }
 
     /// Reads up to `max` more bytes of the current segment into its buffer; 0 at
@@ -350,11 +618,20 @@ impl DirReader {
         let segment = self.segment;
         let cursor = self.cursor.as_mut().expect("a segment is open");
         if let (true, Some(guard)) = (cursor.reached_end, cursor.guard.as_mut()) {
-            guard
-                .verify(cursor.read_to)
+            let returned_end = cursor.decoder.rewind_point();
+            let moved = guard
+                .verify(cursor.read_to, returned_end)
                 .await
-                .map_err(|e| changed_under_reader(segment, cursor.read_to, e))?;
+                .map_err(|e| changed_under_reader(segment, returned_end, e))?;
+            if moved {
+                // Bytes read after the last record changed (a write in place went
+                // on): read them again, now, from that record's end; the bytes
+                // before it were just checked.
+                self.go_back().await?;
+                self.cursor.as_mut().expect("a segment is open").reached_end = false;
+            }
         }
+        let cursor = self.cursor.as_mut().expect("a segment is open");
         let before = cursor.buf.len();
         cursor.buf.reserve(max);
         let n = (&mut cursor.file)
@@ -362,7 +639,10 @@ impl DirReader {
             .read_buf(&mut cursor.buf)
             .await?;
         if let Some(guard) = cursor.guard.as_mut() {
-            guard.read(&cursor.buf[before..before + n]);
+            guard.read(
+                &cursor.buf[before..before + n],
+                cursor.decoder.rewind_point(),
+            );
         }
         cursor.read_to += n as u64;
         cursor.reached_end = n < max;
@@ -415,11 +695,14 @@ impl DirReader {
         // RocksDB's dialect with the segment's number: a legacy segment reads as
         // LevelDB's reader reads it, a recyclable one (recycling) ends where the
         // bytes of its file's earlier use begin.
-        let decoder = LogDecoder::builder()
+        let mut decoder = LogDecoder::builder()
             .dialect(crate::Dialect::RocksDb)
             .log_number(self.segment)
             .start_offset(self.start_offset)
             .build();
+        if guard.is_some() {
+            decoder.set_live();
+        }
         self.cursor = Some(Cursor {
             file,
             decoder,
@@ -428,6 +711,7 @@ impl DirReader {
             at_eof: false,
             guard,
             reached_end: false,
+            doubted: None,
         });
         Ok(true)
     }
@@ -529,6 +813,20 @@ impl DirReader {
         Ok(())
     }
 
+    /// After going back, in `caught_up` (`no_wait`): read again at once, the first
+    /// time, since the bytes that made it go back may have been read before the
+    /// writer wrote there.
+    fn look_again(&mut self) -> bool {
+        self.no_wait && !std::mem::replace(&mut self.looked_again, true)
+    }
+
+    /// At the end of what is readable now: whether to return rather than wait (a
+    /// reader that does not follow, or `caught_up`, which learns so in `at_end`).
+    fn stop_here(&mut self) -> bool {
+        self.at_end = self.follow && self.no_wait;
+        !self.follow || self.no_wait
+    }
+
     /// Waits for the log to grow: on the writer's watch channel, or one poll interval.
     async fn wait(&mut self) {
         match &mut self.source {
@@ -541,7 +839,7 @@ impl DirReader {
     }
 }
 
-impl Drop for DirReader {
+impl Drop for Walk {
     fn drop(&mut self) {
         if let Source::Writer { inner, .. } = &self.source {
             inner.catalog().unpin(self.segment);
@@ -549,13 +847,14 @@ impl Drop for DirReader {
     }
 }
 
-/// What the guard of `segment`'s file found, read up to `read_to`, as a LogDir
-/// reader reports it: the log was cut (at the segment's new length, or at its start
-/// when the file is gone or another) or rewritten (at the first byte that changed).
-fn changed_under_reader(segment: u64, read_to: u64, error: Error) -> Error {
+/// What the guard of `segment`'s file found, as a LogDir reader reports it: the
+/// log was cut (at the segment's new length, or at its start when the file is gone
+/// or another) or rewritten (at the first byte that changed) below `returned_end`,
+/// the end of the last record the reader returned (where it started, before any).
+fn changed_under_reader(segment: u64, returned_end: u64, error: Error) -> Error {
     let position = |offset| Error::TruncatedUnderReader {
         position: LogPosition::new(segment, offset),
-        reader: LogPosition::new(segment, read_to),
+        reader: LogPosition::new(segment, returned_end),
     };
     match error {
         Error::LogChanged(LogChange::Shrunk { len, .. }) => position(len),

@@ -67,8 +67,22 @@ pub(crate) struct Check {
     file: Arc<File>,
     identity: Identity,
     read_end: u64,
+    /// The end of the last record returned: a change before it is an error, one
+    /// after it only means the reader must read again from it.
+    returned_end: u64,
     recent: BytesMut,
     zeros_from: u64,
+}
+
+/// What a check that passed found.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    /// The window, given back.
+    pub(crate) recent: BytesMut,
+    /// Bytes read after the last record returned have changed (a write in progress
+    /// finished, a torn tail cut and written again): the reader must go back to
+    /// that record's end and read them again.
+    pub(crate) moved: bool,
 }
 
 impl FileGuard {
@@ -110,32 +124,60 @@ impl FileGuard {
         })
     }
 
-    /// Notes bytes just read, which end at the read offset.
-    pub(crate) fn read(&mut self, bytes: &[u8]) {
+    /// Notes bytes just read, which end at the read offset. `keep_from` is where
+    /// the reader may go back to ([`rewind`](Self::rewind)): the window keeps a
+    /// block before it, however far the reader has read past it since (at most
+    /// the record it is putting together, and one read more).
+    pub(crate) fn read(&mut self, bytes: &[u8], keep_from: u64) {
         if let Some(last) = bytes.iter().rposition(|&b| b != 0) {
             self.zeros_from = self.end + last as u64 + 1;
         }
         self.end += bytes.len() as u64;
-        if bytes.len() >= WINDOW_BYTES {
+        let window_start = keep_from.min(self.end).saturating_sub(WINDOW_BYTES as u64);
+        let read_from = self.end - bytes.len() as u64;
+        let held_from = read_from - self.recent.len() as u64;
+        if window_start >= read_from {
             self.recent.clear();
-            self.recent
-                .extend_from_slice(&bytes[bytes.len() - WINDOW_BYTES..]);
+            let skip = (window_start - read_from) as usize;
+            self.recent.extend_from_slice(&bytes[skip..]);
             return;
         }
-        let excess = (self.recent.len() + bytes.len()).saturating_sub(WINDOW_BYTES);
-        if excess > 0 {
-            let _ = self.recent.split_to(excess);
+        if window_start > held_from {
+            let _ = self.recent.split_to((window_start - held_from) as usize);
         }
         self.recent.extend_from_slice(bytes);
     }
 
-    /// The state a check needs; `read_end` is the offset just past the last byte read.
-    pub(crate) fn check(&mut self, read_end: u64) -> Check {
+    /// The reader went back to `to`, before the end of what it read (a follower
+    /// that met space the writer has not reached): the bytes after `to` are no
+    /// longer taken as read, since the writer will fill them in. The window keeps
+    /// what it held before `to` (less than a block when the reader went back
+    /// further than its last read).
+    pub(crate) fn rewind(&mut self, to: u64) {
+        if to >= self.end {
+            return;
+        }
+        let dropped = self.end - to;
+        let kept = (self.recent.len() as u64).saturating_sub(dropped) as usize;
+        self.recent.truncate(kept);
+        self.end = to;
+        let window_start = to - kept as u64;
+        self.zeros_from = match self.recent.iter().rposition(|&b| b != 0) {
+            Some(last) => window_start + last as u64 + 1,
+            None => window_start,
+        };
+    }
+
+    /// The state a check needs; `read_end` is the offset just past the last byte
+    /// read, `returned_end` the end of the last record returned (at most
+    /// `read_end`).
+    pub(crate) fn check(&mut self, read_end: u64, returned_end: u64) -> Check {
         Check {
             path: self.path.clone(),
             file: self.file.clone(),
             identity: self.identity,
             read_end,
+            returned_end: returned_end.min(read_end),
             recent: std::mem::take(&mut self.recent),
             zeros_from: self.zeros_from,
         }
@@ -149,20 +191,21 @@ impl FileGuard {
     /// Runs a check on a blocking thread and takes the window back when it passes:
     /// for an async caller that awaits it (a [`DirReader`](crate::DirReader)), where
     /// a [`LogReader`](crate::LogReader) polls the same steps.
-    pub(crate) async fn verify(&mut self, read_end: u64) -> Result<(), Error> {
-        let check = self.check(read_end);
-        let recent = tokio::task::spawn_blocking(move || check.run())
+    /// Says whether bytes after `returned_end` moved (see [`Checked::moved`]).
+    pub(crate) async fn verify(&mut self, read_end: u64, returned_end: u64) -> Result<bool, Error> {
+        let check = self.check(read_end, returned_end);
+        let checked = tokio::task::spawn_blocking(move || check.run())
             .await
             .map_err(|join| Error::Io(io::Error::other(join)))??;
-        self.restore(recent);
-        Ok(())
+        self.restore(checked.recent);
+        Ok(checked.moved)
     }
 }
 
 impl Check {
     /// Runs the check (blocking: a stat, an fstat and one read of at most a block).
     /// Gives back the window when the file is still the one that was read.
-    pub(crate) fn run(self) -> Result<BytesMut, Error> {
+    pub(crate) fn run(self) -> Result<Checked, Error> {
         match std::fs::metadata(&self.path) {
             Ok(metadata) if Identity::of(&metadata) == self.identity => {}
             Ok(_) => return Err(Error::LogChanged(LogChange::Replaced)),
@@ -171,12 +214,17 @@ impl Check {
             }
             Err(e) => return Err(e.into()),
         }
+        // A change after the last record returned is no error: those bytes were
+        // never handed out, and are read again.
         let len = self.file.metadata()?.len();
-        if len < self.read_end {
+        if len < self.returned_end {
             return Err(Error::LogChanged(LogChange::Shrunk {
                 len,
-                read: self.read_end,
+                read: self.returned_end,
             }));
+        }
+        if len < self.read_end {
+            return Ok(self.moved());
         }
         if !self.recent.is_empty() {
             // The bytes before the read offset must be the ones already read: else
@@ -185,11 +233,15 @@ impl Check {
             // One read of at most a block per wait at EOF.
             let window_start = self.read_end - self.recent.len() as u64;
             let mut now = vec![0u8; self.recent.len()];
-            read_exact_at(&self.file, &mut now, window_start)?;
+            if let Err(e) = read_exact_at(&self.file, &mut now, window_start) {
+                return self.cut_while_checked(e);
+            }
             if let Some(at) = now.iter().zip(&self.recent[..]).position(|(a, b)| a != b) {
-                return Err(Error::LogChanged(LogChange::Rewritten {
-                    offset: window_start + at as u64,
-                }));
+                let offset = window_start + at as u64;
+                if offset >= self.returned_end {
+                    return Ok(self.moved());
+                }
+                return Err(Error::LogChanged(LogChange::Rewritten { offset }));
             }
         }
         if self.zeros_from < self.read_end {
@@ -198,14 +250,44 @@ impl Check {
             // already passed. Seeing that is the only way not to skip its records.
             let len = (self.read_end - self.zeros_from).min(WINDOW_BYTES as u64) as usize;
             let mut now = vec![0u8; len];
-            read_exact_at(&self.file, &mut now, self.zeros_from)?;
+            if let Err(e) = read_exact_at(&self.file, &mut now, self.zeros_from) {
+                return self.cut_while_checked(e);
+            }
             if let Some(at) = now.iter().position(|&b| b != 0) {
-                return Err(Error::LogChanged(LogChange::Rewritten {
-                    offset: self.zeros_from + at as u64,
-                }));
+                let offset = self.zeros_from + at as u64;
+                if offset >= self.returned_end {
+                    return Ok(self.moved());
+                }
+                return Err(Error::LogChanged(LogChange::Rewritten { offset }));
             }
         }
-        Ok(self.recent)
+        Ok(Checked {
+            recent: self.recent,
+            moved: false,
+        })
+    }
+
+    /// A read of the check failed: the file was cut while it ran (a rewrite
+    /// truncates first) when it now ends before what the read wanted.
+    fn cut_while_checked(self, error: io::Error) -> Result<Checked, Error> {
+        if error.kind() != io::ErrorKind::UnexpectedEof {
+            return Err(error.into());
+        }
+        let len = self.file.metadata()?.len();
+        if len < self.returned_end {
+            return Err(Error::LogChanged(LogChange::Shrunk {
+                len,
+                read: self.returned_end,
+            }));
+        }
+        Ok(self.moved())
+    }
+
+    fn moved(self) -> Checked {
+        Checked {
+            recent: self.recent,
+            moved: true,
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::Stream;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, AsyncSeekExt};
 use tokio_util::codec::Decoder;
 use tokio_util::io::poll_read_buf;
 
@@ -77,12 +77,24 @@ pub struct LogReader<R> {
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     /// A followed file's guard, and the check it runs after each wait at EOF.
     guard: Option<FileGuard>,
-    checking: Option<tokio::task::JoinHandle<Result<BytesMut, Error>>>,
+    checking: Option<tokio::task::JoinHandle<Result<guard::Checked, Error>>>,
     /// Set only for a `LogReader<ReadAhead>` built to take its chunks: how to reach
     /// them, so that they become the decoder's buffer instead of being copied.
     chunks: Option<fn(&mut R) -> &mut ReadAhead>,
     /// What is left of the last chunk taken, after `buffer`.
     spill: BytesMut,
+    /// A followed file opened by path, which may be written in place: how to reach
+    /// it to go back (see `LogDecoder::rewind`).
+    live: Option<fn(&mut R) -> &mut tokio::fs::File>,
+    seek_back: Option<SeekBack>,
+    /// Damage met past the last record of a live log, read again before it is
+    /// believed: where the reader went back to, and what the damage was.
+    doubted: Option<(u64, String)>,
+    /// A record read ahead by `caught_up`, returned next.
+    peeked: Option<LogRecord>,
+    /// In `caught_up`: whether it went back once already, so that what it
+    /// decodes now was read after it began (bytes read before may be stale).
+    looked_again: bool,
     eof: bool,
     done: bool,
     /// Streamed records ([`LogReader::next_record_reader`]): what a reader left.
@@ -106,6 +118,11 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             checking: None,
             chunks: None,
             spill: BytesMut::new(),
+            live: None,
+            seek_back: None,
+            doubted: None,
+            peeked: None,
+            looked_again: false,
             eof: false,
             done: false,
             stream: StreamState::default(),
@@ -134,27 +151,46 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
     }
 
     fn poll_record(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<LogRecord, Error>>> {
+        if let Some(record) = self.peeked.take() {
+            return Poll::Ready(Some(Ok(record)));
+        }
+        Poll::Ready(match ready!(self.poll_step(cx, true)) {
+            Step::Record(record) => Some(Ok(record)),
+            Step::Failed(e) => Some(Err(e)),
+            Step::End | Step::AtEnd => None,
+        })
+    }
+
+    /// The next step of reading: a record, an error, the end, or (only when `wait`
+    /// is false) the end of what the followed log holds now.
+    fn poll_step(&mut self, cx: &mut Context<'_>, wait: bool) -> Poll<Step> {
         if self.stream.is_busy() {
             // A streamed record left behind: finish it before whole records go on.
             match ready!(self.poll_settle_stream(cx)) {
-                Ok(Some(record)) => return Poll::Ready(Some(Ok(record))),
+                Ok(Some(record)) => return Poll::Ready(Step::Record(record)),
                 Ok(None) => {}
                 Err(e) => {
                     self.done = true;
-                    return Poll::Ready(Some(Err(e)));
+                    return Poll::Ready(Step::Failed(e));
                 }
             }
         }
         loop {
             if self.done {
-                return Poll::Ready(None);
+                return Poll::Ready(Step::End);
             }
             if let Some(sleep) = self.sleep.as_mut() {
-                ready!(sleep.as_mut().poll(cx));
+                if wait {
+                    ready!(sleep.as_mut().poll(cx));
+                }
                 self.sleep = None;
                 if let Some(guard) = self.guard.as_mut() {
                     let read_end = self.decoder.offset() + self.buffer.len() as u64;
-                    let check = guard.check(read_end);
+                    let returned_end = match self.live {
+                        Some(_) => self.decoder.rewind_point(),
+                        None => read_end,
+                    };
+                    let check = guard.check(read_end, returned_end);
                     self.checking = Some(tokio::task::spawn_blocking(move || check.run()));
                 }
             }
@@ -162,20 +198,27 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 let checked = ready!(Pin::new(checking).poll(cx));
                 self.checking = None;
                 match checked {
-                    Ok(Ok(recent)) => {
+                    Ok(Ok(checked)) => {
                         if let Some(guard) = self.guard.as_mut() {
-                            guard.restore(recent);
+                            guard.restore(checked.recent);
+                        }
+                        if checked.moved {
+                            self.go_back();
                         }
                     }
                     Ok(Err(e)) => {
                         self.done = true;
-                        return Poll::Ready(Some(Err(e)));
+                        return Poll::Ready(Step::Failed(e));
                     }
                     Err(join) => {
                         self.done = true;
-                        return Poll::Ready(Some(Err(Error::Io(std::io::Error::other(join)))));
+                        return Poll::Ready(Step::Failed(Error::Io(std::io::Error::other(join))));
                     }
                 }
+            }
+            if let Err(e) = ready!(self.poll_seek_back(cx)) {
+                self.done = true;
+                return Poll::Ready(Step::Failed(Error::Io(e)));
             }
             let decoded = if self.eof {
                 self.decoder.decode_eof(&mut self.buffer)
@@ -184,21 +227,50 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             };
             match decoded {
                 Err(e) => {
+                    if self.live.is_some() && !matches!(e, Error::Io(_)) {
+                        // Damage past the last record of a live log may be a write
+                        // still in progress: read it again once before believing it.
+                        let seen = (self.decoder.rewind_point(), e.to_string());
+                        if self.doubted.as_ref() != Some(&seen) {
+                            self.doubted = Some(seen);
+                            self.go_back();
+                            if self.look_again(wait) {
+                                continue;
+                            }
+                            if let Some(at_end) = self.start_waiting(wait) {
+                                return Poll::Ready(at_end);
+                            }
+                            continue;
+                        }
+                    }
                     self.done = true;
-                    return Poll::Ready(Some(Err(e)));
+                    return Poll::Ready(Step::Failed(e));
                 }
                 Ok(Some(data)) => {
+                    self.doubted = None;
                     let position = self
                         .decoder
                         .last_record()
                         .expect("a returned record has a position");
-                    return Poll::Ready(Some(Ok(LogRecord { position, data })));
+                    return Poll::Ready(Step::Record(LogRecord { position, data }));
                 }
                 Ok(None) => {}
             }
-            if self.eof || self.decoder.is_finished() {
+            if self.eof || self.decoder.is_finished() && !self.going_back() {
                 self.done = true;
-                return Poll::Ready(None);
+                return Poll::Ready(Step::End);
+            }
+            if self.going_back() {
+                // Past the last record into space the writer has not reached:
+                // back to that record's end, to read again after a wait.
+                self.go_back();
+                if self.look_again(wait) {
+                    continue;
+                }
+                if let Some(at_end) = self.start_waiting(wait) {
+                    return Poll::Ready(at_end);
+                }
+                continue;
             }
             let before = self.buffer.len();
             let read = match self.chunks {
@@ -209,22 +281,123 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 }
             };
             if let (Some(guard), Ok(n)) = (self.guard.as_mut(), &read) {
-                guard.read(&self.buffer[before..before + n]);
+                let keep_from = match self.live {
+                    Some(_) => self.decoder.rewind_point(),
+                    None => u64::MAX,
+                };
+                guard.read(&self.buffer[before..before + n], keep_from);
             }
             match read {
                 Err(e) => {
                     self.done = true;
-                    return Poll::Ready(Some(Err(Error::Io(e))));
+                    return Poll::Ready(Step::Failed(Error::Io(e)));
                 }
-                Ok(0) => match self.follow {
+                Ok(0) if self.follow.is_some() => {
                     // A followed log may grow: keep partial records and look again.
-                    Some(interval) => self.sleep = Some(Box::pin(tokio::time::sleep(interval))),
-                    None => self.eof = true,
-                },
+                    // In a file written in place, the bytes of a record not yet
+                    // complete may still change (a write in progress over zeros or
+                    // an earlier log): read them again after the wait.
+                    if self.live.is_some()
+                        && self.decoder.offset() + self.buffer.len() as u64
+                            > self.decoder.rewind_point()
+                    {
+                        self.go_back();
+                    }
+                    if let Some(at_end) = self.start_waiting(wait) {
+                        return Poll::Ready(at_end);
+                    }
+                }
+                Ok(0) => self.eof = true,
                 Ok(_) => {}
             }
         }
     }
+
+    /// Whether the decoder went past the end of what a live log's writer has
+    /// written (zeros, an earlier log's fragments, a write cut short).
+    fn going_back(&self) -> bool {
+        self.live.is_some() && self.decoder.passed_unwritten()
+    }
+
+    /// Goes back to the end of the last record (see `LogDecoder::rewind`): the
+    /// decoder, the file and the guard's window; the seek runs in `poll_seek_back`.
+    fn go_back(&mut self) {
+        let point = self.decoder.rewind();
+        self.buffer.clear();
+        self.seek_back = Some(SeekBack::Start(point));
+        if let Some(guard) = self.guard.as_mut() {
+            guard.rewind(point);
+        }
+    }
+
+    /// Runs a seek that `go_back` asked for.
+    fn poll_seek_back(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let (Some(state), Some(file_of)) = (self.seek_back, self.live) else {
+            return Poll::Ready(Ok(()));
+        };
+        let file = Pin::new(file_of(&mut self.io));
+        if let SeekBack::Start(point) = state {
+            if let Err(e) = file.start_seek(SeekFrom::Start(point)) {
+                self.seek_back = None;
+                return Poll::Ready(Err(e));
+            }
+            self.seek_back = Some(SeekBack::Pending);
+        }
+        let file = Pin::new(file_of(&mut self.io));
+        let done = ready!(file.poll_complete(cx));
+        self.seek_back = None;
+        Poll::Ready(done.map(|_| ()))
+    }
+
+    /// After going back, in `caught_up` (`!wait`): read again at once, the first
+    /// time, since the bytes that made it go back may have been read before the
+    /// writer wrote there.
+    fn look_again(&mut self, wait: bool) -> bool {
+        !wait && !std::mem::replace(&mut self.looked_again, true)
+    }
+
+    /// At the end of what a followed log holds now: arms the wait before the next
+    /// look, and says so when the caller does not wait (`caught_up`).
+    fn start_waiting(&mut self, wait: bool) -> Option<Step> {
+        let interval = self.follow.unwrap_or(DEFAULT_POLL_INTERVAL);
+        self.sleep = Some(Box::pin(tokio::time::sleep(interval)));
+        (!wait).then_some(Step::AtEnd)
+    }
+
+    /// Reads what the followed log holds now, without waiting: `true` when every
+    /// record in it has been returned, `false` when a record is ready (kept for the
+    /// next read).
+    pub(crate) async fn caught_up(&mut self) -> Result<bool, Error> {
+        if self.peeked.is_some() {
+            return Ok(false);
+        }
+        self.looked_again = false;
+        match futures::future::poll_fn(|cx| self.poll_step(cx, false)).await {
+            Step::Record(record) => {
+                self.peeked = Some(record);
+                Ok(false)
+            }
+            Step::Failed(e) => Err(e),
+            Step::End | Step::AtEnd => Ok(true),
+        }
+    }
+}
+
+/// One step of a [`LogReader`]'s reading.
+enum Step {
+    Record(LogRecord),
+    Failed(Error),
+    /// No more records, ever.
+    End,
+    /// A follower reached the end of what the log holds now.
+    AtEnd,
+}
+
+/// A follower's seek back to the end of its last record.
+#[derive(Debug, Clone, Copy)]
+enum SeekBack {
+    Start(u64),
+    Pending,
 }
 
 /// The pieces the streaming reader (`crate::record_reader`) drives.
@@ -480,10 +653,22 @@ pub fn split_ranges(len: u64, parts: usize) -> Vec<Range<u64>> {
 /// a truncation), if the path now names another file (deleted and recreated), or if
 /// the last block it read now holds other bytes (cut and grown again), it fails with
 /// [`Error::LogChanged`] rather than join the start of an old record to the end of a
-/// new one. A file whose space is preallocated with zeros and filled in place (see
-/// [`WriterOptions::preallocate`](crate::WriterOptions::preallocate)) is rewritten in
-/// that sense, and cannot be followed. A tailer built with [`new`](Self::new) over any
-/// other source has no file to check.
+/// new one. Every error names offsets the tailer returned records up to.
+///
+/// Such a tailer also follows a log written in place: a file whose space is
+/// preallocated with zeros (see
+/// [`WriterOptions::preallocate`](crate::WriterOptions::preallocate)) or a recycled
+/// RocksDB WAL holding an earlier log. Whatever lies past the end of the last
+/// complete record (zeros, a fragment of another log number, a fragment cut short,
+/// a write in progress) is taken as not written yet: the tailer goes back to that
+/// record's end, waits, and reads again from there. It never returns a record that
+/// was not written and never joins bytes from before and after the writer filled
+/// the space. Damage there that reads the same after a wait is reported; damage
+/// that zeros or an earlier log's fragments follow is what a writer that died
+/// mid-write leaves, and the tailer waits for the writer's recovery to cut it.
+///
+/// A tailer built with [`new`](Self::new) over any other source has no file to
+/// check or go back in: it cannot follow a log written in place.
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
@@ -527,6 +712,37 @@ impl<R: AsyncRead + Unpin> LogTailer<R> {
     pub async fn next_record(&mut self) -> Option<Result<LogRecord, Error>> {
         self.reader.next_record().await
     }
+
+    /// Whether every record the log holds now has been returned: reads what is
+    /// there without waiting, and answers `false` as soon as a complete record is
+    /// (it is kept, and the next read returns it), `true` when only the end, a
+    /// record still being written, or space the writer has not reached is left.
+    /// A consumer asks it before it answers "am I current?", with no timeout.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("000001.log");
+    /// use walcodec::{AsyncLogWriter, LogTailer};
+    ///
+    /// let writer = AsyncLogWriter::create(&path).await?;
+    /// writer.append(b"one").await?;
+    /// let mut tail = LogTailer::open(&path).await?;
+    /// assert!(!tail.caught_up().await?);
+    /// assert_eq!(tail.next_record().await.unwrap()?.data, &b"one"[..]);
+    /// assert!(tail.caught_up().await?);
+    /// writer.append(b"two").await?;
+    /// assert!(!tail.caught_up().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// What the next read would fail with; the tailer is then over.
+    pub async fn caught_up(&mut self) -> Result<bool, Error> {
+        self.reader.caught_up().await
+    }
 }
 
 impl LogTailer<tokio::fs::File> {
@@ -563,11 +779,14 @@ impl LogTailer<tokio::fs::File> {
         let path = path.as_ref().to_path_buf();
         let metadata = file.metadata().await?;
         let read_end = decoder.offset();
+        let mut decoder = decoder;
+        decoder.set_live();
         let guard = tokio::task::spawn_blocking(move || FileGuard::new(path, &metadata, read_end))
             .await
             .map_err(|join| Error::Io(std::io::Error::other(join)))??;
         let mut tailer = LogTailer::new(file, decoder);
         tailer.reader.guard = Some(guard);
+        tailer.reader.live = Some(|file| file);
         Ok(tailer)
     }
 }

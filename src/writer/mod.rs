@@ -219,14 +219,12 @@ impl WriterOptions {
     /// the log's length, and [`open`](Self::open) cuts what a crash leaves behind,
     /// a record cut short inside the zeros included.
     ///
-    /// A live preallocated file cannot be followed or checked from outside while
-    /// it is written: a [`LogTailer`](crate::LogTailer) that read the zeros ahead
-    /// of the writer fails with [`Error::LogChanged`]
-    /// once the writer fills them in (it never skips the records written there),
-    /// and `walcodec verify` on the live file notes that its result is for a live
-    /// log (a read that overtakes the writer may see a record's later fragments but
-    /// not its start). Replicate from the writer's positions instead, or leave
-    /// preallocation off for a followed file.
+    /// A [`LogTailer`](crate::LogTailer) follows a live preallocated file, in this
+    /// process or another: the zeros past the last record are space the writer has
+    /// not reached, so it waits at that record's end and reads the records written
+    /// there once they are. `walcodec verify` on the live file notes that its
+    /// result is for a live log (a read that overtakes the writer may see a
+    /// record's later fragments but not its start).
     ///
     /// A value below [`BLOCK_SIZE`](crate::BLOCK_SIZE) is rounded up to it.
     pub fn preallocate(&mut self, bytes: u64) -> &mut Self {

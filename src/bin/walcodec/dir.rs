@@ -335,6 +335,37 @@ fn read_error(path: &Path, error: walcodec::Error) -> Result<Status, Failure> {
     }
 }
 
+/// Whether `tail`, the bytes after the last record of segment `number` (at
+/// `path`), are what its file held in an earlier use rather than a write of its
+/// own cut short: the segment is a recycled one (its first fragment has a
+/// recyclable header of its number) and `tail` does not start with a recyclable
+/// header of that number.
+fn earlier_use(path: &Path, number: u64, tail: &[u8]) -> Result<bool, Failure> {
+    let mut start = vec![0u8; walcodec::BLOCK_SIZE];
+    let mut file = std::fs::File::open(path).map_err(|e| Failure::io(path, e))?;
+    let n = file.read(&mut start).map_err(|e| Failure::io(path, e))?;
+    let sniffed = walcodec::fragment::sniff(&start[..n]);
+    if sniffed.log_number != Some(number as u32) {
+        return Ok(false);
+    }
+    // checksum (4), length (2), type (1), log number (4): only the type and the
+    // number decide, since a write cut short has neither length nor checksum intact.
+    let Some(head) = tail.get(..11) else {
+        return Ok(false);
+    };
+    let mut probe = [0u8; 11];
+    probe.copy_from_slice(head);
+    probe[4] = 0;
+    probe[5] = 0;
+    let rules = walcodec::fragment::FragmentRules::new(walcodec::Dialect::RocksDb)
+        .log_number(number)
+        .verify_checksums(false);
+    Ok(!matches!(
+        rules.parse(&probe, walcodec::BLOCK_SIZE),
+        walcodec::fragment::Parsed::Fragment(fragment) if fragment.log_number().is_some()
+    ))
+}
+
 /// The status of a read of the whole directory that ended without an error at
 /// `end` (just past the last record), judged as `dump FILE` judges a file's end:
 /// bytes after it in the last segment that are not all zeros (preallocated space)
@@ -366,6 +397,11 @@ fn end_status(path: &Path, end: LogPosition) -> Result<Status, Failure> {
             break;
         }
         if buf[..n].iter().any(|&b| b != 0) {
+            if left == last.len - from && earlier_use(&last.path, last.number, &buf[..n])? {
+                // A reused segment's bytes from its earlier use: its end, nothing
+                // lost (`verify` says the same).
+                return Ok(Status::Clean);
+            }
             eprintln!(
                 "walcodec: {}: {}: torn tail after offset {from} ({} bytes)",
                 path.display(),

@@ -494,6 +494,8 @@ impl<'a> Merger<'a> {
                     valid_prefix_len: end.valid_prefix_len,
                     incomplete_tail: end.incomplete_tail,
                     log_end: end.log_end,
+                    earlier_use: false,
+                    recycled_end: false,
                 },
             };
         }

@@ -237,6 +237,14 @@ pub(crate) struct StrictEnd {
     pub(crate) valid_prefix_len: u64,
     /// Whether it found the log ending inside a record.
     pub(crate) incomplete_tail: bool,
+    /// A recycled WAL whose bytes after its last record are no write of its own
+    /// cut short but the rest of the file's earlier use (another log number, or no
+    /// fragment header at all): its end, and no record lost.
+    pub(crate) earlier_use: bool,
+    /// A recycled WAL that ended at another log's fragment or at a bad checksum or
+    /// length, as RocksDB's reader ends it: its earlier use, or its own last write
+    /// cut short over it.
+    pub(crate) recycled_end: bool,
     /// Pebble: where the log ended before the file did (its EOF trailer, or an
     /// invalid chunk nothing proved damage), and whether by the trailer.
     pub(crate) log_end: Option<(u64, bool)>,
@@ -258,14 +266,18 @@ pub(crate) struct Strict {
     decoder: LogDecoder,
     pending: BytesMut,
     damage: Option<String>,
+    /// The log's header rules (its number), to tell in a recycled WAL a write of
+    /// its own cut short from what is left of the file's earlier use.
+    rules: Option<FragmentRules>,
 }
 
 impl Strict {
-    pub(crate) fn new(decoder: LogDecoder) -> Strict {
+    pub(crate) fn new(decoder: LogDecoder, rules: Option<FragmentRules>) -> Strict {
         Strict {
             decoder,
             pending: BytesMut::new(),
             damage: None,
+            rules,
         }
     }
 
@@ -294,13 +306,46 @@ impl Strict {
     }
 
     pub(crate) fn end(self) -> StrictEnd {
+        let incomplete_tail = self.decoder.has_incomplete_tail();
+        let earlier_use = incomplete_tail
+            && self.decoder.is_recycled()
+            // Nothing open: the bytes left start where the last record ended.
+            && self.decoder.offset() == self.decoder.valid_prefix_len()
+            && self
+                .rules
+                .is_some_and(|rules| !written_by_this_log(rules, &self.pending));
         StrictEnd {
             damage: self.damage,
             valid_prefix_len: self.decoder.valid_prefix_len(),
-            incomplete_tail: self.decoder.has_incomplete_tail(),
+            incomplete_tail: incomplete_tail && !earlier_use,
+            earlier_use,
+            // Pebble's end of log is `log_end`'s.
+            recycled_end: self.decoder.dialect() != Dialect::Pebble
+                && self.decoder.recycled_end().is_some(),
             log_end: pebble_end(&self.decoder),
         }
     }
+}
+
+/// Whether `bytes` start with a recyclable fragment header of the log `rules`
+/// read (a write of its own, perhaps cut short): its type and log number, whatever
+/// its length and checksum say, since a write cut short has neither intact.
+fn written_by_this_log(rules: FragmentRules, bytes: &[u8]) -> bool {
+    // checksum (4), length (2), type (1), log number (4).
+    const RECYCLABLE_HEADER: usize = 11;
+    let Some(head) = bytes.get(..RECYCLABLE_HEADER) else {
+        // Too little to tell: taken as this log's write cut short.
+        return true;
+    };
+    let mut probe = [0u8; RECYCLABLE_HEADER];
+    probe.copy_from_slice(head);
+    // A length of 0 and no checksum check: only the type and number decide.
+    probe[4] = 0;
+    probe[5] = 0;
+    matches!(
+        rules.verify_checksums(false).parse(&probe, BLOCK_SIZE),
+        walcodec::fragment::Parsed::Fragment(fragment) if fragment.log_number().is_some()
+    )
 }
 
 /// The strict reader's verdict on the bytes of `source`, which starts at
@@ -315,7 +360,7 @@ pub(crate) fn strict_from(
 ) -> io::Result<(StrictEnd, Option<u64>)> {
     let mut builder = builder.clone();
     builder.start_offset(record);
-    let mut strict = Strict::new(builder.build());
+    let mut strict = Strict::new(builder.build(), None);
     let mut offset = block_start(record);
     let mut buffer = vec![0u8; BLOCK_SIZE];
     loop {
@@ -489,7 +534,7 @@ pub(crate) fn run_range<'r>(
         strict: settings
             .eager_strict
             .as_ref()
-            .map(|b| Strict::new(b.build())),
+            .map(|b| Strict::new(b.build(), Some(settings.log.rules()))),
         batch: Batch::default(),
     };
     let mut source: Option<Box<dyn ChunkSource + 'r>> = None;

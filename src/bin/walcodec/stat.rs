@@ -12,7 +12,7 @@
 //! damaged bytes: N (bad checksum a, bad length b, skipped c)
 //! torn tail bytes: N
 //! corruptions: N (B bytes dropped)
-//! tail: clean | zeros after offset V (...) | torn after offset V (T bytes)     as `verify`
+//! tail: clean | zeros ... | torn ... | earlier use ... | recycled end ...   as `verify`
 //! note: ...                                how the read ended, when worth saying
 //! result: clean | corrupt | torn tail      as `verify`
 //! record sizes:

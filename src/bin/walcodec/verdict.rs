@@ -7,6 +7,8 @@
 //! | `zeros`  | zeros only: preallocated space or block padding        | clean       |
 //! | `torn`   | a record cut short (by the file's end or by zero fill) | torn tail   |
 //! | `ended`  | Pebble: the EOF trailer, or an invalid chunk no later synced offset proves damage; what follows is the file's earlier use | clean |
+//! | `earlier_use` | a recycled WAL's bytes from the file's earlier use (another log number, or no header of this log) | clean |
+//! | `recycled_end` | a recycled WAL ended, as RocksDB ends it, at another log's fragment or a bad checksum: the earlier use, or its last write cut short over it | clean |
 //!
 //! A file of zeros only is an empty log whose space was preallocated: 0 records and a
 //! `zeros` tail from offset 0, clean. `repair` trims those zeros (so that appends
@@ -46,6 +48,16 @@ pub(crate) enum Tail {
         trailer: bool,
         bytes: u64,
     },
+    /// A recycled WAL's bytes from the file's earlier use after `after`.
+    EarlierUse {
+        after: u64,
+        bytes: u64,
+    },
+    /// A recycled WAL ended as RocksDB ends it, `bytes` before the file's end.
+    RecycledEnd {
+        after: u64,
+        bytes: u64,
+    },
 }
 
 impl Tail {
@@ -61,7 +73,11 @@ impl Tail {
             let bytes = end.file_len.saturating_sub(at);
             return Tail::Ended { at, trailer, bytes };
         }
-        if strict.incomplete_tail {
+        if strict.earlier_use {
+            Tail::EarlierUse { after, bytes }
+        } else if strict.recycled_end && strict.damage.is_none() && bytes > 0 {
+            Tail::RecycledEnd { after, bytes }
+        } else if strict.incomplete_tail {
             Tail::Torn { after, bytes }
         } else if strict.damage.is_none() && !hidden_data && bytes > 0 {
             Tail::Zeros { after, bytes }
@@ -88,6 +104,12 @@ impl Tail {
             Tail::Ended { at, bytes, .. } => format!(
                 "ended at offset {at} ({bytes} bytes from an invalid chunk that no later synced offset proves damaged: a torn write or the file's earlier use)"
             ),
+            Tail::EarlierUse { after, bytes } => format!(
+                "earlier use after offset {after} ({bytes} bytes left from the recycled file's earlier use, no write of this log; no record lost)"
+            ),
+            Tail::RecycledEnd { after, bytes } => format!(
+                "recycled end after offset {after} ({bytes} bytes of the recycled file's earlier use follow, or this log's last write cut short over them)"
+            ),
         }
     }
 
@@ -99,6 +121,8 @@ impl Tail {
             Tail::Zeros { bytes, .. } => ("zeros", bytes),
             Tail::Torn { bytes, .. } => ("torn", bytes),
             Tail::Ended { bytes, .. } => ("ended", bytes),
+            Tail::EarlierUse { bytes, .. } => ("earlier_use", bytes),
+            Tail::RecycledEnd { bytes, .. } => ("recycled_end", bytes),
         };
         object
             .string("tail", name)

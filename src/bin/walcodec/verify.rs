@@ -7,6 +7,7 @@
 //! dropped: B bytes in N corruptions
 //! zero fill: B bytes
 //! tail: clean | zeros after offset V (...) | torn after offset V (T bytes)
+//!       | earlier use after offset V (...) | recycled end after offset V (...)   a recycled WAL
 //! note: ...                                  how the read ended, when worth saying
 //! result: clean | corrupt | torn tail
 //! ```

@@ -160,7 +160,10 @@ fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failur
                 path.display()
             )));
         }
-        Tail::Torn { after, bytes } => {
+        // Appends after a recycled file's old bytes would leave them between.
+        Tail::Torn { after, bytes }
+        | Tail::EarlierUse { after, bytes }
+        | Tail::RecycledEnd { after, bytes } => {
             eprintln!(
                 "walcodec: {}: refusing to append: {bytes} bytes follow the last complete record (offset {after}); run `walcodec repair` first",
                 path.display(),
