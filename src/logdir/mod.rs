@@ -8,6 +8,7 @@ mod position;
 mod reader;
 mod recovery;
 mod recycle;
+mod replica;
 mod segment;
 
 use std::collections::BTreeMap;
@@ -23,6 +24,7 @@ pub use fs::{DirStorage, OsDirStorage};
 pub use listing::{SegmentInfo, SegmentList};
 pub use position::{LogPosition, ParsePositionError};
 pub use reader::{DirReader, DirRecord};
+pub use replica::{Replica, ShipStats, PROTOCOL_VERSION};
 pub(crate) use segment::segment_name;
 
 use fs::blocking;
