@@ -24,8 +24,8 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// primary (at any byte: in the hello, a message header, a record, a trailer).
 async fn relay(replica: TcpStream, primary: SocketAddr, cut: Option<u64>) -> std::io::Result<()> {
     let upstream = TcpStream::connect(primary).await?;
-    let (mut from_replica, mut to_primary) = replica.into_split();
-    let (mut from_primary, mut to_replica) = upstream.into_split();
+    let (mut from_replica, mut to_replica) = replica.into_split();
+    let (mut from_primary, mut to_primary) = upstream.into_split();
     let up = tokio::spawn(async move { tokio::io::copy(&mut from_replica, &mut to_primary).await });
     match cut {
         Some(cut) => {

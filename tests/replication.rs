@@ -455,11 +455,13 @@ async fn a_promoted_replica_appends_on_and_reopens_whole() {
     );
 }
 
-/// A peer speaking the protocol by hand.
+/// A peer speaking the protocol by hand (as a replica when `position` is not the
+/// fake primary's 000001:0).
 async fn hello(conn: &mut DuplexStream, version: u32, position: LogPosition) {
+    let from_replica = position != LogPosition::new(1, 0);
     let mut bytes = b"WALCREPL".to_vec();
     bytes.extend_from_slice(&version.to_le_bytes());
-    bytes.extend_from_slice(&0u32.to_le_bytes());
+    bytes.extend_from_slice(&u32::from(from_replica).to_le_bytes());
     bytes.extend_from_slice(&position.segment.to_le_bytes());
     bytes.extend_from_slice(&position.offset.to_le_bytes());
     conn.write_all(&bytes).await.unwrap();
@@ -512,6 +514,18 @@ async fn hostile_replicas_get_typed_errors() {
             Err(Error::ReplicaDiverged { .. })
         ));
     }
+    // Another primary.
+    let (served, mut peer) = serve(&log);
+    hello(
+        &mut peer,
+        REPLICATION_PROTOCOL_VERSION,
+        LogPosition::new(1, 0),
+    )
+    .await;
+    assert!(matches!(
+        served.await.unwrap(),
+        Err(Error::ReplicaProtocol { .. })
+    ));
     // Bytes after the hello.
     let (served, mut peer) = serve(&log);
     hello(&mut peer, REPLICATION_PROTOCOL_VERSION, LogPosition::START).await;

@@ -185,12 +185,13 @@ impl Replica {
         };
         let hello = Hello {
             version: PROTOCOL_VERSION,
+            from_replica: true,
             position,
         };
         if wr.write_all(&hello.encode()).await.is_err() || wr.flush().await.is_err() {
             return Ok(self.end());
         }
-        wire::read_hello(&mut rd).await?.check_version()?;
+        wire::read_hello(&mut rd).await?.check(false)?;
         let mut stream: Option<Stream> = None;
         loop {
             let message = match tokio::time::timeout(

@@ -8,7 +8,9 @@
 //! is seen on both ends ([`Error::ReplicaVersion`](crate::Error::ReplicaVersion)):
 //!
 //! ```text
-//! hello     "WALCREPL" | version u32 | flags u32 (0) | segment u64 | offset u64   (32 bytes, LE)
+//! hello     "WALCREPL" | version u32 | flags u32 | segment u64 | offset u64   (32 bytes, LE)
+//!           flags: bit 0 set by the replica, clear from the primary (two primaries or
+//!           two replicas connected to each other fail); other bits 0
 //!           replica: its resume position, the end of its last complete record
 //!                    (000000:0 when it holds nothing: it starts at the primary's first segment)
 //!           primary: its durable end (for information)

@@ -66,6 +66,7 @@ impl LogDir {
         let (mut rd, mut wr) = tokio::io::split(conn);
         let hello = Hello {
             version: PROTOCOL_VERSION,
+            from_replica: false,
             position: self.end(),
         };
         // Both hellos go out before either is read, so a version mismatch is seen
@@ -74,7 +75,7 @@ impl LogDir {
             return Ok(ShipStats::default());
         }
         let theirs = wire::read_hello(&mut rd).await?;
-        theirs.check_version()?;
+        theirs.check(true)?;
         let mut stats = ShipStats::default();
         let result = self
             .ship(theirs.position, &mut rd, &mut wr, &mut stats)

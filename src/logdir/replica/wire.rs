@@ -35,6 +35,8 @@ pub(crate) const STALL_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Hello {
     pub(crate) version: u32,
+    /// Sent by the replica (flag bit 0), not by the primary.
+    pub(crate) from_replica: bool,
     pub(crate) position: LogPosition,
 }
 
@@ -44,7 +46,7 @@ impl Hello {
         let mut buf = &mut out[..];
         buf.put_slice(&MAGIC);
         buf.put_u32_le(self.version);
-        buf.put_u32_le(0);
+        buf.put_u32_le(u32::from(self.from_replica));
         buf.put_u64_le(self.position.segment);
         buf.put_u64_le(self.position.offset);
         out
@@ -61,24 +63,29 @@ impl Hello {
         }
         buf.advance(8);
         let version = buf.get_u32_le();
-        let _flags = buf.get_u32_le();
+        let flags = buf.get_u32_le();
         let segment = buf.get_u64_le();
         let offset = buf.get_u64_le();
         Ok(Hello {
             version,
+            from_replica: flags & 1 != 0,
             position: LogPosition::new(segment, offset),
         })
     }
 
-    /// Checks the peer's version against ours.
-    pub(crate) fn check_version(&self) -> Result<(), Error> {
-        if self.version == PROTOCOL_VERSION {
-            Ok(())
-        } else {
-            Err(Error::ReplicaVersion {
+    /// Checks the peer's version against ours, and that the peer plays the other
+    /// part (two primaries or two replicas connected to each other fail).
+    pub(crate) fn check(&self, expect_replica: bool) -> Result<(), Error> {
+        if self.version != PROTOCOL_VERSION {
+            return Err(Error::ReplicaVersion {
                 ours: PROTOCOL_VERSION,
                 theirs: self.version,
-            })
+            });
+        }
+        match (self.from_replica, expect_replica) {
+            (true, false) => Err(protocol("the peer is a replica, not a primary")),
+            (false, true) => Err(protocol("the peer is a primary, not a replica")),
+            _ => Ok(()),
         }
     }
 }
@@ -336,8 +343,14 @@ mod tests {
     fn hello_round_trips_and_garbage_is_refused() {
         let hello = Hello {
             version: PROTOCOL_VERSION,
+            from_replica: true,
             position: LogPosition::new(3, 4),
         };
+        assert!(hello.check(true).is_ok());
+        assert!(matches!(
+            hello.check(false),
+            Err(Error::ReplicaProtocol { .. })
+        ));
         assert_eq!(Hello::decode(&hello.encode()).unwrap(), hello);
         assert!(matches!(
             Hello::decode(&[0xab; HELLO_LEN]),
@@ -348,7 +361,7 @@ mod tests {
             ..hello
         };
         assert!(matches!(
-            Hello::decode(&future.encode()).unwrap().check_version(),
+            Hello::decode(&future.encode()).unwrap().check(true),
             Err(Error::ReplicaVersion { theirs, .. }) if theirs == PROTOCOL_VERSION + 1
         ));
     }
