@@ -287,6 +287,32 @@ async fn a_flipped_byte_on_the_wire_is_detected_and_never_written() {
 }
 
 #[tokio::test]
+async fn a_flipped_byte_in_a_block_trailer_is_detected_and_never_written() {
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = LogDir::open(p.path()).await.unwrap();
+    // Records that end 3 bytes before a block's end: the next one leaves a trailer.
+    log.append(vec![7u8; walcodec::BLOCK_SIZE - 7 - 3])
+        .await
+        .unwrap();
+    log.append(b"next").await.unwrap();
+    log.close().await.unwrap();
+    let trailer = (walcodec::BLOCK_SIZE - 3) as u64;
+    // The hello (32), the segment message (17), the data message's header (5).
+    let flip = 32 + 17 + 5 + trailer + 1;
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    let (_, synced) = sync_through(&log, &mut replica, None, Some(flip)).await;
+    assert!(
+        matches!(synced, Err(Error::ReplicaProtocol { .. })),
+        "{synced:?}"
+    );
+    assert!(replica.end().offset <= trailer, "nothing past the trailer");
+    assert_prefix(p.path(), r.path());
+    let (_, synced) = sync_through(&log, &mut replica, None, None).await;
+    assert_eq!(synced.unwrap(), log.end());
+    assert_identical(p.path(), r.path());
+}
+
+#[tokio::test]
 async fn several_replicas_over_tcp_while_the_primary_rotates_and_purges() {
     let p = tempfile::tempdir().unwrap();
     let log = LogDir::builder()
@@ -424,6 +450,34 @@ async fn a_truncation_below_the_replica_is_a_divergence_on_both_ends() {
     sync_until(&log, &mut replica, log.end()).await;
     log.truncate_after(checkpoint).await.unwrap();
     let (served, synced) = sync_over_duplex(&log, &mut replica).await;
+    assert!(
+        matches!(served, Err(Error::ReplicaDiverged { .. })),
+        "{served:?}"
+    );
+    assert!(
+        matches!(synced, Err(Error::ReplicaDiverged { .. })),
+        "{synced:?}"
+    );
+
+    // A truncation while a replica is connected and caught up, then appends past
+    // where it was: the replica is told, never sent the new bytes after its old ones.
+    let r2 = tempfile::tempdir().unwrap();
+    let mut replica = Replica::open(r2.path()).await.unwrap();
+    let mut durable = replica.durable_end();
+    let target = log.end();
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let serving = tokio::spawn({
+        let log = log.clone();
+        async move { log.serve_replica(a).await }
+    });
+    let syncing = tokio::spawn(async move { replica.sync_from(b).await });
+    durable.wait_for(|&end| end >= target).await.unwrap();
+    log.truncate_after(LogPosition::new(1, 0)).await.unwrap();
+    for i in 0..10 {
+        log.append(record(i + 100)).await.unwrap();
+    }
+    let served = serving.await.unwrap();
+    let synced = syncing.await.unwrap();
     assert!(
         matches!(served, Err(Error::ReplicaDiverged { .. })),
         "{served:?}"
