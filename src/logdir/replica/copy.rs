@@ -26,6 +26,10 @@ const MAX_RECORD_BYTES: usize = 64 << 20;
 /// with its headers, plus a block.
 const MAX_PENDING: usize = MAX_RECORD_BYTES + MAX_RECORD_BYTES / 1024 + 2 * BLOCK_SIZE;
 
+/// The most bytes a replica writes before it syncs, while the primary keeps
+/// sending.
+const MAX_UNSYNCED: u64 = 8 << 20;
+
 /// A copy of a primary [`LogDir`], kept up to date over any stream by
 /// [`sync_from`](Self::sync_from), for readers on another machine and for a
 /// failover ([`promote`](Self::promote)). The directory is itself a valid `LogDir`:
@@ -83,6 +87,8 @@ struct Stream {
     feed: BytesMut,
     /// Bytes still to arrive that end a block before the decoder's first.
     skip: u64,
+    /// Bytes written since the last sync (not yet reported durable).
+    unsynced: u64,
     /// The bytes received past the replica's length, not yet a whole record.
     pending: BytesMut,
 }
@@ -166,7 +172,9 @@ impl Replica {
     ///
     /// Every fragment's checksum is checked on arrival, and a record is written only
     /// whole, where it sits in the primary's segment, and synced before
-    /// [`durable_end`](Self::durable_end) reports it.
+    /// [`durable_end`](Self::durable_end) reports it: once nothing more has arrived,
+    /// at least every 8 MiB while the primary keeps sending, at a segment's seal and
+    /// before this returns.
     ///
     /// # Errors
     /// [`Error::ReplicaTooFarBehind`] (seed the replica again),
@@ -177,7 +185,10 @@ impl Replica {
     where
         C: AsyncRead + AsyncWrite + Unpin + Send,
     {
-        let (mut rd, mut wr) = tokio::io::split(conn);
+        let (rd, mut wr) = tokio::io::split(conn);
+        // Buffered, so the replica can tell whether more has already arrived: it
+        // syncs once the primary has nothing more in flight, not per message.
+        let mut rd = tokio::io::BufReader::with_capacity(wire::MAX_DATA, rd);
         let position = if self.is_empty() {
             LogPosition::START
         } else {
@@ -193,19 +204,29 @@ impl Replica {
         }
         wire::read_hello(&mut rd).await?.check(false)?;
         let mut stream: Option<Stream> = None;
+        let result = self.pull(&mut rd, &mut stream).await;
+        // Whatever ended the pull, what was written is made durable and reported,
+        // so the next connection resumes exactly there.
+        if let Some(stream) = stream.as_mut() {
+            self.make_durable(stream).await?;
+        }
+        result.map(|()| self.end())
+    }
+
+    async fn pull<R: AsyncRead + Unpin>(
+        &mut self,
+        rd: &mut tokio::io::BufReader<R>,
+        stream: &mut Option<Stream>,
+    ) -> Result<(), Error> {
         loop {
-            let message = match tokio::time::timeout(
-                wire::STALL_TIMEOUT,
-                wire::read_message(&mut rd),
-            )
-            .await
-            {
-                Err(_) => return Err(wire::protocol("no message from the primary in time")),
-                // The connection ended, between messages or inside one.
-                Ok(Ok(None)) | Ok(Err(Error::Io(_))) => return Ok(self.end()),
-                Ok(Err(e)) => return Err(e),
-                Ok(Ok(Some(message))) => message,
-            };
+            let message =
+                match tokio::time::timeout(wire::STALL_TIMEOUT, wire::read_message(rd)).await {
+                    Err(_) => return Err(wire::protocol("no message from the primary in time")),
+                    // The connection ended, between messages or inside one.
+                    Ok(Ok(None)) | Ok(Err(Error::Io(_))) => return Ok(()),
+                    Ok(Err(e)) => return Err(e),
+                    Ok(Ok(Some(message))) => message,
+                };
             match message {
                 Message::Heartbeat => {}
                 Message::Refused(refusal) => return Err(refusal.into_error()),
@@ -213,16 +234,19 @@ impl Replica {
                     if stream.is_some() {
                         return Err(wire::protocol("a segment started inside another"));
                     }
-                    stream = Some(self.start_segment(segment, offset).await?);
+                    *stream = Some(self.start_segment(segment, offset).await?);
                 }
                 Message::Data(bytes) => {
-                    let Some(stream) = stream.as_mut() else {
+                    let Some(current) = stream.as_mut() else {
                         return Err(wire::protocol("data outside a segment"));
                     };
-                    self.take(stream, &bytes).await?;
+                    self.take(current, &bytes).await?;
+                    if rd.buffer().is_empty() || current.unsynced >= MAX_UNSYNCED {
+                        self.make_durable(current).await?;
+                    }
                 }
                 Message::Sealed { len } => {
-                    let Some(current) = stream.take() else {
+                    let Some(mut current) = stream.take() else {
                         return Err(wire::protocol("a seal outside a segment"));
                     };
                     if len != self.len || !current.pending.is_empty() {
@@ -230,11 +254,23 @@ impl Replica {
                             "the primary sealed a segment where no record of the replica ends",
                         ));
                     }
+                    self.make_durable(&mut current).await?;
                     drop(current);
                     self.next_segment(self.segment + 1).await?;
                 }
             }
         }
+    }
+
+    /// Syncs what was written to the segment and reports it durable.
+    async fn make_durable(&mut self, stream: &mut Stream) -> Result<(), Error> {
+        if stream.unsynced > 0 {
+            stream.file.sync_data().await?;
+            stream.unsynced = 0;
+            self.end
+                .send_replace(LogPosition::new(self.segment, self.len));
+        }
+        Ok(())
     }
 
     /// Whether the replica holds nothing yet (a new replica starts at the primary's
@@ -295,6 +331,7 @@ impl Replica {
             decoder,
             feed,
             skip,
+            unsynced: 0,
             pending: BytesMut::new(),
         })
     }
@@ -326,9 +363,8 @@ impl Replica {
             stream.file.seek(std::io::SeekFrom::Start(self.len)).await?;
             stream.file.write_all(&whole).await?;
             stream.file.flush().await?;
-            stream.file.sync_data().await?;
+            stream.unsynced += whole.len() as u64;
             self.len = end;
-            self.end.send_replace(LogPosition::new(self.segment, end));
         }
         if stream.pending.len() > MAX_PENDING {
             return Err(wire::protocol(
