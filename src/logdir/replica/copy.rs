@@ -166,7 +166,8 @@ impl Replica {
 
     /// Pulls from a primary's [`LogDir::serve_replica`] over `conn` until the
     /// connection ends (the primary closed its log, or the connection was cut);
-    /// returns the replica's durable end then. Call it again on a new connection to
+    /// returns the replica's durable end then. Dropping the future mid-way (a
+    /// timeout, a `select!`) writes nothing unverified; the next call resumes. Call it again on a new connection to
     /// go on: it resumes after the last complete record, whatever byte the previous
     /// connection was cut at.
     ///
@@ -189,10 +190,18 @@ impl Replica {
         // Buffered, so the replica can tell whether more has already arrived: it
         // syncs once the primary has nothing more in flight, not per message.
         let mut rd = tokio::io::BufReader::with_capacity(wire::MAX_DATA, rd);
+        // A sync_from dropped mid-way may have written verified records it did not
+        // sync yet: they are synced and reported before the replica resumes after them.
+        let written = LogPosition::new(self.segment, self.len);
+        if self.end() != written {
+            let file = tokio::fs::File::open(segment_path(&self.dir, self.segment)).await?;
+            file.sync_data().await?;
+            self.end.send_replace(written);
+        }
         let position = if self.is_empty() {
             LogPosition::START
         } else {
-            self.end()
+            written
         };
         let hello = Hello {
             version: PROTOCOL_VERSION,

@@ -58,7 +58,7 @@ impl LogDir {
     /// truncated below what it was sent; [`Error::ReplicaVersion`] and
     /// [`Error::ReplicaProtocol`] for a peer that is not a replica of this version
     /// (the replica is told before the connection is closed). A replica that goes
-    /// away is not an error.
+    /// away after the handshake is not an error.
     pub async fn serve_replica<C>(&self, conn: C) -> Result<ShipStats, Error>
     where
         C: AsyncRead + AsyncWrite + Unpin + Send,
