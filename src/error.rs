@@ -138,6 +138,47 @@ pub enum Error {
         #[source]
         source: Arc<Error>,
     },
+
+    /// A replica needs segments its primary has purged: it cannot catch up, and
+    /// must be seeded again from a copy of the primary (nothing is skipped).
+    #[error("replica is too far behind: the primary's log now starts at {first_available}")]
+    ReplicaTooFarBehind {
+        /// The start of the primary's oldest segment.
+        first_available: crate::LogPosition,
+    },
+
+    /// The two ends of a replication connection speak different protocol versions
+    /// (each end sends its version first; both fail with this error).
+    #[error("replication protocol version {theirs} is not supported (this end speaks {ours})")]
+    ReplicaVersion {
+        /// The version this end speaks.
+        ours: u32,
+        /// The version the other end sent.
+        theirs: u32,
+    },
+
+    /// A replica holds records its primary does not: it is ahead of the primary's
+    /// end, or the primary truncated its log ([`LogDir::truncate_after`]) below what
+    /// the replica already has. Nothing is truncated on the replica: seed it again
+    /// (or truncate it by hand after promoting it).
+    ///
+    /// [`LogDir::truncate_after`]: crate::LogDir::truncate_after
+    #[error("replica at {replica} has records the primary (ending at {primary}) does not")]
+    ReplicaDiverged {
+        /// The replica's position.
+        replica: crate::LogPosition,
+        /// The primary's durable end.
+        primary: crate::LogPosition,
+    },
+
+    /// The other end of a replication connection broke the protocol (a garbage or
+    /// truncated handshake, a message out of place or out of bounds, no message in
+    /// time). Nothing that did not verify was written to the replica.
+    #[error("replication protocol error: {reason}")]
+    ReplicaProtocol {
+        /// What was wrong.
+        reason: Cow<'static, str>,
+    },
 }
 
 /// How a followed log changed under its reader ([`Error::LogChanged`]).

@@ -108,9 +108,11 @@ pub use error::{Corruption, CorruptionKind, Error, LogChange};
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 pub use fragment::Dialect;
 pub use framed::{FRAMED_READ_CAPACITY, FRAMED_WRITE_BUFFER};
+/// The version of the replication protocol (see [`Replica`]).
+pub use logdir::PROTOCOL_VERSION as REPLICATION_PROTOCOL_VERSION;
 pub use logdir::{
-    DirReader, DirRecord, LogDir, LogDirOptions, LogPosition, ParsePositionError, SegmentInfo,
-    SegmentList, DEFAULT_MAX_SEGMENT_BYTES,
+    DirReader, DirRecord, LogDir, LogDirOptions, LogPosition, ParsePositionError, Replica,
+    SegmentInfo, SegmentList, ShipStats, DEFAULT_MAX_SEGMENT_BYTES,
 };
 pub use reader::{
     split_ranges, ChunkReader, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,

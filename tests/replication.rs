@@ -1,425 +1,688 @@
-//! Log shipping as the `replicate` example does it (its primary, replica and proxy are
-//! compiled in from `examples/replicate.rs`): a replica resumes from any record end and
-//! from a connection cut at any byte, never copies a byte the primary has not made
-//! durable, and ends byte-identical to the primary's log; over a `LogDir`, a replica
-//! far behind gets the sealed segments, then follows the active one, and every segment
-//! of its copy equals the primary's.
+//! Log shipping with `LogDir::serve_replica` and `Replica::sync_from`: a replica
+//! far behind gets the sealed segments and then follows the active one; a
+//! connection cut at any byte resumes after the last complete record, nothing lost
+//! or written twice; every segment of the replica is byte-identical to the
+//! primary's; damage on the wire is detected and never written; hostile peers get
+//! typed errors; a promoted replica is a `LogDir` that appends on.
 
-#[allow(dead_code)]
-#[path = "../examples/replicate.rs"]
-mod replicate;
-
-use std::net::SocketAddr;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::BytesMut;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-use walcodec::{block_start, LogEncoder, Position, BLOCK_SIZE, HEADER_SIZE};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::net::{TcpListener, TcpStream};
+use walcodec::{
+    Error, LogDir, LogDirOptions, LogPosition, Replica, ShipStats, WriterOptions,
+    REPLICATION_PROTOCOL_VERSION,
+};
 
-use replicate::{flaky_proxy, serve, Demo, FollowStats, LogEnd, Replica};
-
-/// A log whose records end at the awkward places, and where each record sits.
-struct Log {
-    bytes: Vec<u8>,
-    positions: Vec<Position>,
-}
-
-impl Log {
-    fn len(&self) -> u64 {
-        self.bytes.len() as u64
-    }
-
-    /// Where a replica holding `len` bytes resumes: the end of the last record that
-    /// lies wholly within them.
-    fn last_record_end_within(&self, len: u64) -> u64 {
-        self.positions
-            .iter()
-            .map(|p| p.end)
-            .filter(|&end| end <= len)
-            .max()
-            .unwrap_or(0)
-    }
-
-    fn records_after(&self, offset: u64) -> u64 {
-        self.positions.iter().filter(|p| p.start >= offset).count() as u64
-    }
-}
-
-struct LogBuilder {
-    encoder: LogEncoder,
-    bytes: BytesMut,
-    positions: Vec<Position>,
-}
-
-impl LogBuilder {
-    fn record(&mut self, len: usize) -> &mut Self {
-        let n = self.positions.len();
-        let data: Vec<u8> = (0..len).map(|i| (i * 31 + n * 7) as u8).collect();
-        let position = self.encoder.encode_record(&data, &mut self.bytes);
-        self.positions.push(position);
-        self
-    }
-
-    /// A record that leaves exactly `left` bytes in its block (0: it ends on a block
-    /// boundary).
-    fn leaving(&mut self, left: usize) -> &mut Self {
-        let room = BLOCK_SIZE - self.encoder.block_offset();
-        assert!(room >= HEADER_SIZE + left, "no room to leave {left} bytes");
-        self.record(room - HEADER_SIZE - left);
-        assert_eq!(
-            (BLOCK_SIZE - self.encoder.block_offset()) % BLOCK_SIZE,
-            left
-        );
-        self
-    }
-}
-
-/// Records ending exactly at a block end, with 1 to 7 bytes left (a trailer follows,
-/// or with 7 the next record opens with an empty FIRST), spanning two and three
-/// blocks, an empty one; the log itself ends 1 byte short of a block end.
-fn awkward_log() -> Log {
-    let mut b = LogBuilder {
-        encoder: LogEncoder::new(),
-        bytes: BytesMut::new(),
-        positions: Vec::new(),
+/// A record of awkward size: some cross blocks, some end near a trailer.
+fn record(i: usize) -> Vec<u8> {
+    let len = match i % 7 {
+        0 => 0,
+        1 => 32 * 1024 + 17,
+        2 => 32 * 1024 - 7 - 3,
+        3 => 100_000,
+        _ => (i * 131) % 3000,
     };
-    b.record(5).record(0).record(100).leaving(0);
-    b.record(10).leaving(3).record(1000).leaving(7);
-    b.record(50).record(70_000).record(20).leaving(6);
-    b.record(40_000).record(3).leaving(1);
-    let log = Log {
-        bytes: b.bytes.to_vec(),
-        positions: b.positions,
-    };
-    assert_eq!(
-        log.positions[8].start % BLOCK_SIZE as u64,
-        (BLOCK_SIZE - 7) as u64
-    );
-    assert_eq!(log.len() % BLOCK_SIZE as u64, (BLOCK_SIZE - 1) as u64);
+    (0..len).map(|j| (i * 31 + j) as u8).collect()
+}
+
+async fn primary(dir: &Path, options: &LogDirOptions, records: std::ops::Range<usize>) -> LogDir {
+    let log = options.open(dir).await.unwrap();
+    for i in records {
+        log.append(record(i)).await.unwrap();
+    }
     log
 }
 
-/// A primary serving the file at `path`, with what it may ship set through `ends`.
-struct Primary {
-    addr: SocketAddr,
-    ends: watch::Sender<LogEnd>,
-    server: JoinHandle<std::io::Result<()>>,
+fn small_segments() -> LogDirOptions {
+    LogDir::builder().max_segment_bytes(200 * 1024).clone()
 }
 
-impl Drop for Primary {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
-}
-
-async fn start_primary(path: &Path, end: LogEnd) -> Primary {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (ends, receiver) = watch::channel(end);
-    let server = tokio::spawn(serve(listener, path.to_path_buf(), receiver));
-    Primary { addr, ends, server }
-}
-
-async fn sealed_primary(dir: &Path, log: &Log) -> Primary {
-    let path = dir.join("primary.log");
-    std::fs::write(&path, &log.bytes).unwrap();
-    let end = LogEnd {
-        durable_len: log.len(),
-        sealed: true,
-    };
-    start_primary(&path, end).await
-}
-
-/// A proxy to `primary` that cuts its first connections after `cuts` bytes.
-async fn start_proxy(primary: SocketAddr, cuts: Vec<u64>) -> (SocketAddr, JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let proxy = tokio::spawn(async move {
-        let _ = flaky_proxy(listener, primary, cuts).await;
+/// Serves `replica` from `log` over an in-memory stream until the log is closed or
+/// the connection ends.
+async fn sync_over_duplex(
+    log: &LogDir,
+    replica: &mut Replica,
+) -> (Result<ShipStats, Error>, Result<LogPosition, Error>) {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let serving = tokio::spawn({
+        let log = log.clone();
+        async move { log.serve_replica(a).await }
     });
-    (addr, proxy)
+    let synced = replica.sync_from(b).await;
+    (serving.await.unwrap(), synced)
 }
 
-/// Follows `primary` into a copy at `path` (holding `prefix` first) until it is `len`
-/// bytes long.
-async fn copy(path: &Path, prefix: &[u8], primary: SocketAddr, len: u64) -> FollowStats {
-    std::fs::write(path, prefix).unwrap();
-    let mut replica = Replica::open(path).await.unwrap();
-    assert_eq!(replica.resume_offset(), prefix.len() as u64);
-    let (_stop, stop_at) = watch::channel(Some(len));
-    tokio::time::timeout(Duration::from_secs(10), replica.follow(primary, stop_at))
-        .await
-        .expect("the replica finishes")
-        .unwrap()
-}
-
-/// What a replica starting empty sends on each connection when the proxy cuts its
-/// connections after `cuts` bytes (counted from the start of each stream, which is
-/// the block holding the resume offset).
-fn expected_resumes(log: &Log, cuts: &[u64]) -> Vec<u64> {
-    let mut resume = 0;
-    let mut resumes = Vec::new();
-    for &cut in cuts {
-        if resume == log.len() {
-            return resumes;
-        }
-        resumes.push(resume);
-        let reach = block_start(resume) + cut;
-        if reach >= log.len() {
-            return resumes; // the cut comes after the last byte: nothing is cut
-        }
-        resume = log.last_record_end_within(reach).max(resume);
+/// Syncs `replica` from a live `log` until it reached `target`, then hangs up.
+async fn sync_until(log: &LogDir, replica: &mut Replica, target: LogPosition) {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let serving = tokio::spawn({
+        let log = log.clone();
+        async move { log.serve_replica(a).await }
+    });
+    let mut end = replica.durable_end();
+    tokio::select! {
+        synced = replica.sync_from(b) => panic!("ended before {target}: {synced:?}"),
+        reached = end.wait_for(|&end| end >= target) => { reached.unwrap(); }
     }
-    if resume < log.len() {
-        resumes.push(resume);
-    }
-    resumes
+    serving.await.unwrap().unwrap();
 }
 
-#[tokio::test]
-async fn resume_from_every_record_end_gives_an_identical_copy() {
-    let log = awkward_log();
-    let dir = tempfile::tempdir().unwrap();
-    let primary = sealed_primary(dir.path(), &log).await;
-    let ends = std::iter::once(0).chain(log.positions.iter().map(|p| p.end));
-    for (i, end) in ends.enumerate() {
-        let path = dir.path().join(format!("copy-{i}.log"));
-        let stats = copy(&path, &log.bytes[..end as usize], primary.addr, log.len()).await;
+/// Connects `replica_side` to `primary_side`; passes `cut` bytes from the primary
+/// (all when `None`), flipping the byte at `flip` if given, then drops both.
+fn proxy(
+    mut primary_side: DuplexStream,
+    mut replica_side: DuplexStream,
+    cut: Option<u64>,
+    flip: Option<u64>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut passed = 0u64;
+        let mut down = [0u8; 4096];
+        let mut up = [0u8; 64];
+        loop {
+            tokio::select! {
+                n = primary_side.read(&mut down) => {
+                    let Ok(n) = n else { return };
+                    if n == 0 { return; }
+                    let mut n = n as u64;
+                    if let Some(cut) = cut {
+                        n = n.min(cut - passed);
+                    }
+                    let chunk = &mut down[..n as usize];
+                    if let Some(flip) = flip {
+                        if (passed..passed + n).contains(&flip) {
+                            chunk[(flip - passed) as usize] ^= 0x20;
+                        }
+                    }
+                    if replica_side.write_all(chunk).await.is_err() { return; }
+                    passed += n;
+                    if cut == Some(passed) { return; }
+                }
+                n = replica_side.read(&mut up) => {
+                    let Ok(n) = n else { return };
+                    if n == 0 || primary_side.write_all(&up[..n]).await.is_err() { return; }
+                }
+            }
+        }
+    })
+}
+
+/// One connection through a proxy that cuts it after `cut` bytes (or flips one).
+async fn sync_through(
+    log: &LogDir,
+    replica: &mut Replica,
+    cut: Option<u64>,
+    flip: Option<u64>,
+) -> (Result<ShipStats, Error>, Result<LogPosition, Error>) {
+    let (a, p1) = tokio::io::duplex(64 * 1024);
+    let (p2, b) = tokio::io::duplex(64 * 1024);
+    let relay = proxy(p1, p2, cut, flip);
+    let serving = tokio::spawn({
+        let log = log.clone();
+        async move { log.serve_replica(a).await }
+    });
+    let synced = replica.sync_from(b).await;
+    relay.abort();
+    (serving.await.unwrap(), synced)
+}
+
+/// Every segment file of `replica` that `primary` still has is equal to it, and
+/// the replica has no segment the primary never had.
+fn assert_identical(primary: &Path, replica: &Path) {
+    let primary_list = LogDir::list(primary).unwrap();
+    let replica_list = LogDir::list(replica).unwrap();
+    assert!(!primary_list.segments.is_empty());
+    let replica_last = replica_list.segments.last().unwrap().number;
+    for segment in &primary_list.segments {
+        let theirs = replica.join(segment.path.file_name().unwrap());
+        let ours = std::fs::read(&segment.path).unwrap();
+        let copy = std::fs::read(&theirs).unwrap_or_else(|e| panic!("{}: {e}", theirs.display()));
+        assert!(ours == copy, "segment {} differs", segment.number);
+    }
+    assert_eq!(replica_last, primary_list.segments.last().unwrap().number);
+}
+
+/// The bytes of each replica segment are a prefix of the primary's.
+fn assert_prefix(primary: &Path, replica: &Path) {
+    for segment in LogDir::list(replica).unwrap().segments {
+        let copy = std::fs::read(&segment.path).unwrap();
+        let ours = std::fs::read(primary.join(segment.path.file_name().unwrap())).unwrap();
         assert!(
-            std::fs::read(&path).unwrap() == log.bytes,
-            "resumed at {end}"
+            ours.starts_with(&copy),
+            "segment {} is no prefix",
+            segment.number
         );
-        assert_eq!(stats.records, log.records_after(end), "resumed at {end}");
-        assert_eq!(stats.copied, log.len() - end);
-        if end == log.len() {
-            assert!(stats.resumed_from.is_empty(), "a complete copy connects");
-        } else {
-            assert_eq!(stats.resumed_from, [end]);
-            // The stream starts at the resume offset's block: at most a block again.
-            assert_eq!(stats.received, log.len() - block_start(end));
+    }
+}
+
+async fn read_all(log: &LogDir) -> Vec<Vec<u8>> {
+    let mut reader = log.read_from(LogPosition::START).unwrap();
+    let mut out = Vec::new();
+    while let Some(record) = reader.next_record().await {
+        out.push(record.unwrap().data.to_vec());
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_far_behind_replica_gets_the_sealed_segments_then_follows() {
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = primary(p.path(), &small_segments(), 0..60).await;
+    assert!(log.segments().len() > 3);
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    let mut durable = replica.durable_end();
+    let appending = tokio::spawn({
+        let log = log.clone();
+        async move {
+            for i in 60..120 {
+                log.append(record(i)).await.unwrap();
+            }
+            log.close().await.unwrap()
         }
+    });
+    let (shipped, synced) = sync_over_duplex(&log, &mut replica).await;
+    let end = appending.await.unwrap();
+    let shipped = shipped.unwrap();
+    assert_eq!(synced.unwrap(), end);
+    assert_eq!(shipped.to, end);
+    assert_eq!(shipped.from, LogPosition::new(1, 0));
+    assert!(shipped.segments_sealed as usize >= 3);
+    assert!(durable.has_changed().unwrap());
+    assert_eq!(*durable.borrow_and_update(), end);
+    assert_eq!(replica.end(), end);
+    assert_identical(p.path(), r.path());
+    replica.close().await.unwrap();
+    let copy = LogDir::open(r.path()).await.unwrap();
+    let records = read_all(&copy).await;
+    assert_eq!(records, (0..120).map(record).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn a_cut_at_any_byte_resumes_after_the_last_complete_record() {
+    let (p, _) = (tempfile::tempdir().unwrap(), ());
+    let log = primary(p.path(), &small_segments(), 0..20).await;
+    log.close().await.unwrap();
+    // The handshake and first message headers, then spots across the stream:
+    // mid-header, mid-record, in trailers, at message boundaries.
+    let mut cuts: Vec<u64> = (1..60).collect();
+    cuts.extend((0..40).map(|i| 60 + i * 9_973));
+    cuts.extend([32 * 1024 + 32 + 17 + 9, 32 * 1024 - 3, 65_536 + 50]);
+    for cut in cuts {
+        let r = tempfile::tempdir().unwrap();
+        let mut replica = Replica::open(r.path()).await.unwrap();
+        let (_, synced) = sync_through(&log, &mut replica, Some(cut), None).await;
+        let at = match synced {
+            // A cut in the primary's hello is a truncated handshake.
+            Err(Error::ReplicaProtocol { .. }) if cut < 32 => replica.end(),
+            synced => synced.unwrap_or_else(|e| panic!("cut at {cut}: {e}")),
+        };
+        assert_prefix(p.path(), r.path());
+        let (shipped, synced) = sync_through(&log, &mut replica, None, None).await;
+        assert_eq!(synced.unwrap(), log.end(), "cut at {cut}");
+        let shipped = shipped.unwrap();
+        if at != LogPosition::START && at.offset > 0 {
+            assert_eq!(shipped.from, at, "cut at {cut}: resumed elsewhere");
+        }
+        assert_identical(p.path(), r.path());
     }
 }
 
 #[tokio::test]
-async fn a_cut_anywhere_resumes_at_the_last_complete_record() {
-    let log = awkward_log();
-    let dir = tempfile::tempdir().unwrap();
-    let primary = sealed_primary(dir.path(), &log).await;
-    // Cuts inside a header, just after one, mid-payload (in a trailer-padded block,
-    // in each block of a record that spans three), one byte short of a record's end,
-    // at its end and just after (in a trailer).
-    let mut cuts: Vec<u64> = log
-        .positions
-        .iter()
-        .flat_map(|p| {
-            let h = HEADER_SIZE as u64;
-            let middle = p.start + h + (p.end - p.start - h) / 2;
-            [
-                p.start + 1,
-                p.start + 3,
-                p.start + h,
-                middle,
-                p.end - 1,
-                p.end,
-                p.end + 1,
-            ]
-        })
-        .chain((1..=3).map(|block| block * BLOCK_SIZE as u64 - 2))
-        .filter(|&cut| cut > 0 && cut < log.len())
-        .collect();
-    cuts.sort_unstable();
-    cuts.dedup();
-    for (i, &cut) in cuts.iter().enumerate() {
-        let (proxy, _relays) = start_proxy(primary.addr, vec![cut]).await;
-        let path = dir.path().join(format!("cut-{i}.log"));
-        let stats = copy(&path, &[], proxy, log.len()).await;
-        assert!(std::fs::read(&path).unwrap() == log.bytes, "cut at {cut}");
-        assert_eq!(
-            stats.resumed_from,
-            [0, log.last_record_end_within(cut)],
-            "cut at {cut}"
-        );
-        assert_eq!(stats.records, log.positions.len() as u64, "cut at {cut}");
-    }
-}
-
-#[tokio::test]
-async fn cuts_on_successive_connections_lose_and_repeat_nothing() {
-    let log = awkward_log();
-    let dir = tempfile::tempdir().unwrap();
-    let primary = sealed_primary(dir.path(), &log).await;
-    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-    let mut random = |bound: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % bound
-    };
-    for round in 0..12 {
-        // Short cuts too, so some connections end before bringing a new record.
-        let cuts: Vec<u64> = (0..1 + random(4))
-            .map(|_| {
-                let bound = if random(3) == 0 {
-                    2000
-                } else {
-                    3 * BLOCK_SIZE as u64
-                };
-                1 + random(bound)
-            })
-            .collect();
-        let (proxy, _relays) = start_proxy(primary.addr, cuts.clone()).await;
-        let path = dir.path().join(format!("round-{round}.log"));
-        let stats = copy(&path, &[], proxy, log.len()).await;
-        assert!(std::fs::read(&path).unwrap() == log.bytes, "cuts {cuts:?}");
-        assert_eq!(
-            stats.resumed_from,
-            expected_resumes(&log, &cuts),
-            "cuts {cuts:?}"
-        );
-        assert_eq!(stats.records, log.positions.len() as u64, "cuts {cuts:?}");
-    }
-}
-
-#[tokio::test]
-async fn a_copy_torn_by_a_crash_resumes_after_its_last_complete_record() {
-    let log = awkward_log();
-    let dir = tempfile::tempdir().unwrap();
-    let primary = sealed_primary(dir.path(), &log).await;
-    // Torn inside a header, and inside the second block of a three-block record.
-    let three_blocks = log.positions[9];
-    assert!(three_blocks.end - three_blocks.start > 2 * BLOCK_SIZE as u64);
-    for torn in [log.positions[3].end + 4, three_blocks.start + 40_000] {
-        let path = dir.path().join(format!("torn-{torn}.log"));
-        let kept = log.last_record_end_within(torn);
-        std::fs::write(&path, &log.bytes[..torn as usize]).unwrap();
-        let mut replica = Replica::open(&path).await.unwrap();
-        assert_eq!(replica.resume_offset(), kept);
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), kept, "cut durably");
-        let (_stop, stop_at) = watch::channel(Some(log.len()));
-        let stats = replica.follow(primary.addr, stop_at).await.unwrap();
-        assert!(std::fs::read(&path).unwrap() == log.bytes, "torn at {torn}");
-        assert_eq!(stats.resumed_from, [kept]);
-    }
-}
-
-/// Polls until the file at `path` is `len` bytes long; panics after a second.
-async fn wait_for_len(path: &Path, len: u64) {
-    let deadline = Instant::now() + Duration::from_secs(1);
+async fn successive_cuts_lose_and_repeat_nothing_and_a_restart_resumes() {
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = primary(p.path(), &small_segments(), 0..40).await;
+    log.close().await.unwrap();
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    let mut connections = 0;
+    let mut cut = 47u64;
     loop {
-        let now = std::fs::metadata(path).map_or(0, |m| m.len());
-        if now == len {
-            return;
+        connections += 1;
+        let (_, synced) = sync_through(&log, &mut replica, Some(cut), None).await;
+        if synced.unwrap() == log.end() {
+            break;
         }
-        assert!(now < len, "{} grew past {len} to {now}", path.display());
+        assert_prefix(p.path(), r.path());
+        cut = cut * 3 % 150_001 + 40;
+        if connections % 4 == 0 {
+            // A restart mid-segment, with a torn record at the end of the copy.
+            let last = LogDir::list(r.path()).unwrap().segments.pop().unwrap();
+            drop(replica);
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&last.path)
+                .unwrap();
+            std::io::Write::write_all(&mut file, &[0x42; 20]).unwrap();
+            replica = Replica::open(r.path()).await.unwrap();
+        }
+        assert!(connections < 500);
+    }
+    assert!(connections > 5);
+    assert_identical(p.path(), r.path());
+}
+
+#[tokio::test]
+async fn a_flipped_byte_on_the_wire_is_detected_and_never_written() {
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = primary(p.path(), &small_segments(), 0..20).await;
+    log.close().await.unwrap();
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    // Past the hello and the first message headers: in a record's header or payload.
+    for flip in [32 + 17 + 5 + 2, 32 + 17 + 5 + 40_000, 32 + 17 + 5 + 150_000] {
+        let (_, synced) = sync_through(&log, &mut replica, None, Some(flip)).await;
+        let error = synced.expect_err("a flipped byte must be detected");
         assert!(
-            Instant::now() < deadline,
-            "stuck at {now}, waiting for {len}"
+            matches!(
+                error,
+                Error::Corruption { .. } | Error::ReplicaProtocol { .. }
+            ),
+            "{error}"
         );
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        assert_prefix(p.path(), r.path());
+    }
+    let (_, synced) = sync_through(&log, &mut replica, None, None).await;
+    assert_eq!(synced.unwrap(), log.end());
+    assert_identical(p.path(), r.path());
+}
+
+#[tokio::test]
+async fn a_flipped_byte_in_a_block_trailer_is_detected_and_never_written() {
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = LogDir::open(p.path()).await.unwrap();
+    // Records that end 3 bytes before a block's end: the next one leaves a trailer.
+    log.append(vec![7u8; walcodec::BLOCK_SIZE - 7 - 3])
+        .await
+        .unwrap();
+    log.append(b"next").await.unwrap();
+    log.close().await.unwrap();
+    let trailer = (walcodec::BLOCK_SIZE - 3) as u64;
+    // The hello (32), the segment message (17), the data message's header (5).
+    let flip = 32 + 17 + 5 + trailer + 1;
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    let (_, synced) = sync_through(&log, &mut replica, None, Some(flip)).await;
+    assert!(
+        matches!(synced, Err(Error::ReplicaProtocol { .. })),
+        "{synced:?}"
+    );
+    assert!(replica.end().offset <= trailer, "nothing past the trailer");
+    assert_prefix(p.path(), r.path());
+    let (_, synced) = sync_through(&log, &mut replica, None, None).await;
+    assert_eq!(synced.unwrap(), log.end());
+    assert_identical(p.path(), r.path());
+}
+
+#[tokio::test]
+async fn several_replicas_over_tcp_while_the_primary_rotates_and_purges() {
+    let p = tempfile::tempdir().unwrap();
+    let log = LogDir::builder()
+        .max_segment_bytes(128 * 1024)
+        .retain_bytes(400 * 1024)
+        .open(p.path())
+        .await
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn({
+        let log = log.clone();
+        async move {
+            let mut serving = Vec::new();
+            for _ in 0..3 {
+                let (conn, _) = listener.accept().await.unwrap();
+                let log = log.clone();
+                serving.push(tokio::spawn(async move { log.serve_replica(conn).await }));
+            }
+            let mut stats = Vec::new();
+            for s in serving {
+                stats.push(s.await.unwrap().unwrap());
+            }
+            stats
+        }
+    });
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut replica = Replica::open(dir.path()).await.unwrap();
+        let conn = TcpStream::connect(addr).await.unwrap();
+        let task = tokio::spawn(async move {
+            let end = replica.sync_from(conn).await;
+            (replica, end)
+        });
+        replicas.push((dir, task));
+    }
+    for i in 0..150 {
+        log.append(record(i)).await.unwrap();
+    }
+    let end = log.close().await.unwrap();
+    let stats = server.await.unwrap();
+    assert!(stats.iter().all(|s| s.to == end));
+    assert!(
+        LogDir::list(p.path()).unwrap().segments[0].number > 1,
+        "nothing purged"
+    );
+    for (dir, task) in replicas {
+        let (replica, synced) = task.await.unwrap();
+        assert_eq!(synced.unwrap(), end);
+        drop(replica);
+        // The replica keeps what the primary purged since.
+        assert_eq!(LogDir::list(dir.path()).unwrap().segments[0].number, 1);
+        assert_identical(p.path(), dir.path());
+        let copy = LogDir::open(dir.path()).await.unwrap();
+        assert_eq!(read_all(&copy).await.len(), 150);
     }
 }
 
 #[tokio::test]
-async fn only_durable_bytes_are_shipped_and_replicas_follow_growth() {
-    let log = awkward_log();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("primary.log");
-    // The whole log is in the file, but only a prefix ending 3 bytes short of a block
-    // end is durable: a resume there starts past the durable end, in the next block.
-    std::fs::write(&path, &log.bytes).unwrap();
-    let durable = log.positions[5].end;
-    assert!(block_start(durable) > durable);
-    let end = LogEnd {
-        durable_len: durable,
-        sealed: false,
-    };
-    let primary = start_primary(&path, end).await;
-
-    let (stop, stop_at) = watch::channel(None);
-    let fresh_path = dir.path().join("fresh.log");
-    let resumed_path = dir.path().join("resumed.log");
-    let mut fresh = Replica::open(&fresh_path).await.unwrap();
-    std::fs::write(&resumed_path, &log.bytes[..durable as usize]).unwrap();
-    let mut resumed = Replica::open(&resumed_path).await.unwrap();
-    let addr = primary.addr;
-    let stop_at_too = stop_at.clone();
-    let fresh = tokio::spawn(async move { fresh.follow(addr, stop_at).await });
-    let resumed = tokio::spawn(async move { resumed.follow(addr, stop_at_too).await });
-
-    wait_for_len(&fresh_path, durable).await;
-    // Time for bytes past the durable end to arrive, were any sent.
-    tokio::time::sleep(Duration::from_millis(30)).await;
-    wait_for_len(&fresh_path, durable).await;
-    wait_for_len(&resumed_path, durable).await;
-
-    // The log grows (made durable in two steps), then is closed.
-    let step = log.positions[10].end;
-    primary.ends.send_replace(LogEnd {
-        durable_len: step,
-        sealed: false,
-    });
-    wait_for_len(&fresh_path, step).await;
-    wait_for_len(&resumed_path, step).await;
-    stop.send_replace(Some(log.len()));
-    primary.ends.send_replace(LogEnd {
-        durable_len: log.len(),
-        sealed: true,
-    });
-    for (replica, path, first) in [(fresh, &fresh_path, 0), (resumed, &resumed_path, durable)] {
-        let stats = tokio::time::timeout(Duration::from_secs(10), replica)
-            .await
-            .expect("the replica finishes")
-            .unwrap()
-            .unwrap();
-        assert!(std::fs::read(path).unwrap() == log.bytes);
-        // One connection followed the log through both steps.
-        assert_eq!(stats.resumed_from, [first]);
+async fn primaries_with_preallocation_and_recycled_segments_are_copied_exactly() {
+    for options in [
+        LogDir::builder()
+            .max_segment_bytes(150 * 1024)
+            .writer(WriterOptions::new().preallocate(1 << 20).clone())
+            .clone(),
+        LogDir::builder()
+            .max_segment_bytes(150 * 1024)
+            .recycle_segments(2)
+            .retain_bytes(300 * 1024)
+            .clone(),
+    ] {
+        let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let log = primary(p.path(), &options, 0..30).await;
+        let mut replica = Replica::open(r.path()).await.unwrap();
+        let appending = tokio::spawn({
+            let log = log.clone();
+            async move {
+                for i in 30..60 {
+                    log.append(record(i)).await.unwrap();
+                }
+                log.close().await.unwrap()
+            }
+        });
+        let (shipped, synced) = sync_over_duplex(&log, &mut replica).await;
+        let end = appending.await.unwrap();
+        shipped.unwrap();
+        assert_eq!(synced.unwrap(), end, "{options:?}");
+        drop(replica);
+        assert_identical(p.path(), r.path());
+        let copy = LogDir::open(r.path()).await.unwrap();
+        let records = read_all(&copy).await;
+        assert_eq!(records.last(), Some(&record(59)));
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_demo_replicates_a_segmented_log_through_dropped_connections() {
-    let dir = tempfile::tempdir().unwrap();
-    let demo = Demo {
-        tasks: 4,
-        events: 150,
-        segment_bytes: 64 * 1024,
-        drops: 4,
-        max_cut: 48 * 1024,
-        seed: 11,
-    };
-    // `run` itself fails unless every segment of both copies equals the primary's
-    // byte for byte.
-    let report = replicate::run(&demo, dir.path()).await.unwrap();
-    assert_eq!(report.records, 600);
-    assert_eq!(report.follower.records, 600);
-    assert_eq!(report.cold.records, 600);
-    assert_eq!(report.follower.copied, report.log_len);
-    assert_eq!(report.cold.copied, report.log_len);
-    // Dozens of segments: the replica started far behind (half the events were in
-    // before it), went through the sealed ones and followed the active one.
-    assert!(report.segments > 5, "{} segments", report.segments);
-    assert_eq!(report.follower.segments, report.segments);
-    assert_eq!(report.cold.segments, report.segments);
-    for (name, _) in [("primary", 0), ("replica", 1), ("cold", 2)] {
-        let n = std::fs::read_dir(dir.path().join(name))
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .ends_with(".log")
-            })
-            .count();
-        assert_eq!(n as u64, report.segments, "{name}");
+#[tokio::test]
+async fn a_replica_behind_a_purge_is_too_far_behind_on_both_ends() {
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = primary(p.path(), &small_segments(), 0..10).await;
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    let (_, synced) = sync_through(&log, &mut replica, Some(150_000), None).await;
+    let at = synced.unwrap();
+    assert_eq!(at.segment, 1);
+    assert!(at.offset > 0);
+    for i in 10..60 {
+        log.append(record(i)).await.unwrap();
     }
-    // Each connection ends with a cut or a complete segment; resumes never go back.
-    assert!(report.follower.reconnects() as u64 >= report.segments - 1);
-    let resumes = &report.follower.resumed_from;
-    assert!(resumes.windows(2).all(|w| w[0] <= w[1]), "{resumes:?}");
+    let end = log.end();
+    log.purge_before(end).await.unwrap();
+    let first = log.start();
+    assert!(first.segment > 1);
+    let (served, synced) = sync_over_duplex(&log, &mut replica).await;
+    assert!(
+        matches!(served, Err(Error::ReplicaTooFarBehind { first_available }) if first_available == first)
+    );
+    assert!(
+        matches!(synced, Err(Error::ReplicaTooFarBehind { first_available }) if first_available == first)
+    );
+    assert_eq!(replica.end(), at, "nothing skipped");
+}
+
+#[tokio::test]
+async fn a_truncation_below_the_replica_is_a_divergence_on_both_ends() {
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = LogDir::open(p.path()).await.unwrap();
+    let mut checkpoint = LogPosition::START;
+    for i in 0..10 {
+        let end = log.append(record(i)).await.unwrap();
+        if i == 4 {
+            checkpoint = end;
+        }
+    }
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    sync_until(&log, &mut replica, log.end()).await;
+    log.truncate_after(checkpoint).await.unwrap();
+    let (served, synced) = sync_over_duplex(&log, &mut replica).await;
+    assert!(
+        matches!(served, Err(Error::ReplicaDiverged { .. })),
+        "{served:?}"
+    );
+    assert!(
+        matches!(synced, Err(Error::ReplicaDiverged { .. })),
+        "{synced:?}"
+    );
+
+    // A truncation while a replica is connected and caught up, then appends past
+    // where it was: the replica is told, never sent the new bytes after its old ones.
+    let r2 = tempfile::tempdir().unwrap();
+    let mut replica = Replica::open(r2.path()).await.unwrap();
+    let mut durable = replica.durable_end();
+    let target = log.end();
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let serving = tokio::spawn({
+        let log = log.clone();
+        async move { log.serve_replica(a).await }
+    });
+    let syncing = tokio::spawn(async move { replica.sync_from(b).await });
+    durable.wait_for(|&end| end >= target).await.unwrap();
+    log.truncate_after(LogPosition::new(1, 0)).await.unwrap();
+    for i in 0..10 {
+        log.append(record(i + 100)).await.unwrap();
+    }
+    let served = serving.await.unwrap();
+    let synced = syncing.await.unwrap();
+    assert!(
+        matches!(served, Err(Error::ReplicaDiverged { .. })),
+        "{served:?}"
+    );
+    assert!(
+        matches!(synced, Err(Error::ReplicaDiverged { .. })),
+        "{synced:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_promoted_replica_appends_on_and_reopens_whole() {
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = primary(p.path(), &small_segments(), 0..30).await;
+    log.close().await.unwrap();
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    let (_, synced) = sync_over_duplex(&log, &mut replica).await;
+    assert_eq!(synced.unwrap(), log.end());
+    let promoted = replica.promote().await.unwrap();
+    assert_eq!(promoted.end(), log.end());
+    for i in 30..40 {
+        promoted.append(record(i)).await.unwrap();
+    }
+    promoted.close().await.unwrap();
+    let reopened = LogDir::open(r.path()).await.unwrap();
+    assert_eq!(
+        read_all(&reopened).await,
+        (0..40).map(record).collect::<Vec<_>>()
+    );
+}
+
+/// A peer speaking the protocol by hand (as a replica when `position` is not the
+/// fake primary's 000001:0).
+async fn hello(conn: &mut DuplexStream, version: u32, position: LogPosition) {
+    let from_replica = position != LogPosition::new(1, 0);
+    let mut bytes = b"WALCREPL".to_vec();
+    bytes.extend_from_slice(&version.to_le_bytes());
+    bytes.extend_from_slice(&u32::from(from_replica).to_le_bytes());
+    bytes.extend_from_slice(&position.segment.to_le_bytes());
+    bytes.extend_from_slice(&position.offset.to_le_bytes());
+    conn.write_all(&bytes).await.unwrap();
+}
+
+#[tokio::test]
+async fn hostile_replicas_get_typed_errors() {
+    let p = tempfile::tempdir().unwrap();
+    let log = primary(p.path(), &small_segments(), 0..5).await;
+    let serve = |log: &LogDir| {
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let log = log.clone();
+        (tokio::spawn(async move { log.serve_replica(a).await }), b)
+    };
+    // A version from the future.
+    let (served, mut peer) = serve(&log);
+    hello(
+        &mut peer,
+        REPLICATION_PROTOCOL_VERSION + 1,
+        LogPosition::START,
+    )
+    .await;
+    assert!(
+        matches!(served.await.unwrap(), Err(Error::ReplicaVersion { theirs, .. }) if theirs == REPLICATION_PROTOCOL_VERSION + 1)
+    );
+    // Garbage.
+    let (served, mut peer) = serve(&log);
+    peer.write_all(&[0xee; 32]).await.unwrap();
+    assert!(matches!(
+        served.await.unwrap(),
+        Err(Error::ReplicaProtocol { .. })
+    ));
+    // A truncated hello.
+    let (served, mut peer) = serve(&log);
+    peer.write_all(b"WALC").await.unwrap();
+    peer.shutdown().await.unwrap();
+    assert!(matches!(
+        served.await.unwrap(),
+        Err(Error::ReplicaProtocol { .. })
+    ));
+    // A segment far ahead, a position past the end.
+    for position in [
+        LogPosition::new(1 << 40, 0),
+        LogPosition::new(log.end().segment, 1 << 40),
+    ] {
+        let (served, mut peer) = serve(&log);
+        hello(&mut peer, REPLICATION_PROTOCOL_VERSION, position).await;
+        assert!(matches!(
+            served.await.unwrap(),
+            Err(Error::ReplicaDiverged { .. })
+        ));
+    }
+    // Another primary.
+    let (served, mut peer) = serve(&log);
+    hello(
+        &mut peer,
+        REPLICATION_PROTOCOL_VERSION,
+        LogPosition::new(1, 0),
+    )
+    .await;
+    assert!(matches!(
+        served.await.unwrap(),
+        Err(Error::ReplicaProtocol { .. })
+    ));
+    // Bytes after the hello.
+    let (served, mut peer) = serve(&log);
+    hello(&mut peer, REPLICATION_PROTOCOL_VERSION, LogPosition::START).await;
+    peer.write_all(b"more").await.unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut sink = vec![0u8; 1 << 16];
+        loop {
+            if peer.read(&mut sink).await.unwrap_or(0) == 0 {
+                break;
+            }
+        }
+        served.await.unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        matches!(result, Err(Error::ReplicaProtocol { .. })),
+        "{result:?}"
+    );
+}
+
+/// A fake primary: its hello, then `body`, then the connection ends.
+async fn from_fake_primary(
+    replica: &mut Replica,
+    version: u32,
+    body: Vec<u8>,
+) -> Result<LogPosition, Error> {
+    let (mut a, b) = tokio::io::duplex(1 << 16);
+    let fake = tokio::spawn(async move {
+        hello(&mut a, version, LogPosition::new(1, 0)).await;
+        let mut theirs = [0u8; 32];
+        let _ = a.read_exact(&mut theirs).await;
+        let _ = a.write_all(&body).await;
+    });
+    let result = tokio::time::timeout(Duration::from_secs(30), replica.sync_from(b))
+        .await
+        .expect("bounded time");
+    fake.abort();
+    result
+}
+
+fn segment_message(segment: u64, offset: u64) -> Vec<u8> {
+    let mut m = vec![b'S'];
+    m.extend_from_slice(&segment.to_le_bytes());
+    m.extend_from_slice(&offset.to_le_bytes());
+    m
+}
+
+fn data_message(bytes: &[u8]) -> Vec<u8> {
+    let mut m = vec![b'D'];
+    m.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    m.extend_from_slice(bytes);
+    m
+}
+
+#[tokio::test]
+async fn hostile_primaries_get_typed_errors_and_write_nothing() {
+    let r = tempfile::tempdir().unwrap();
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    let v = REPLICATION_PROTOCOL_VERSION;
+    let result = from_fake_primary(&mut replica, v + 1, Vec::new()).await;
+    assert!(matches!(result, Err(Error::ReplicaVersion { theirs, .. }) if theirs == v + 1));
+    let result = from_fake_primary(&mut replica, v, vec![b'Z'; 10]).await;
+    assert!(matches!(result, Err(Error::ReplicaProtocol { .. })));
+    // Data before any segment; a data message larger than the bound.
+    let result = from_fake_primary(&mut replica, v, data_message(b"abc")).await;
+    assert!(matches!(result, Err(Error::ReplicaProtocol { .. })));
+    let mut huge = segment_message(1, 0);
+    huge.push(b'D');
+    huge.extend_from_slice(&u32::MAX.to_le_bytes());
+    let result = from_fake_primary(&mut replica, v, huge).await;
+    assert!(matches!(result, Err(Error::ReplicaProtocol { .. })));
+    // Garbage records; endless zeros; a seal where no record ends.
+    let mut garbage = segment_message(1, 0);
+    for _ in 0..100 {
+        garbage.extend(data_message(&[0xa5; 60_000]));
+    }
+    let result = from_fake_primary(&mut replica, v, garbage).await;
+    assert!(result.is_err(), "{result:?}");
+    let mut zeros = segment_message(1, 0);
+    let chunk = data_message(&vec![0; 1 << 20]);
+    for _ in 0..70 {
+        zeros.extend_from_slice(&chunk);
+    }
+    let result = from_fake_primary(&mut replica, v, zeros).await;
+    assert!(result.is_err(), "{result:?}");
+    let mut seal = segment_message(1, 0);
+    seal.push(b'E');
+    seal.extend_from_slice(&500u64.to_le_bytes());
+    let result = from_fake_primary(&mut replica, v, seal).await;
+    assert!(matches!(result, Err(Error::ReplicaProtocol { .. })));
+    // The replica wrote nothing: still empty, and a valid log directory.
+    assert_eq!(replica.end().offset, 0);
+    let segments = LogDir::list(r.path()).unwrap().segments;
+    assert!(segments.iter().all(|s| s.len == 0), "{segments:?}");
+    // Segment far ahead of a replica that holds records.
+    let p = tempfile::tempdir().unwrap();
+    let log = primary(p.path(), &small_segments(), 0..3).await;
+    sync_until(&log, &mut replica, log.end()).await;
+    let at = replica.end();
+    assert!(at.offset > 0);
+    let result = from_fake_primary(&mut replica, v, segment_message(1 << 40, 0)).await;
+    assert!(matches!(result, Err(Error::ReplicaProtocol { .. })));
+    assert_eq!(replica.end(), at);
+    assert_prefix(p.path(), r.path());
 }

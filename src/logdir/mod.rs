@@ -8,6 +8,7 @@ mod position;
 mod reader;
 mod recovery;
 mod recycle;
+mod replica;
 mod segment;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ pub use fs::{DirStorage, OsDirStorage};
 pub use listing::{SegmentInfo, SegmentList};
 pub use position::{LogPosition, ParsePositionError};
 pub use reader::{DirReader, DirRecord};
+pub use replica::{Replica, ShipStats, PROTOCOL_VERSION};
 
 use fs::blocking;
 use segment::segment_path;

@@ -1,0 +1,416 @@
+//! The replica's side: [`Replica`], a directory of byte-identical segment copies.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio_util::codec::Decoder;
+
+use super::wire::{self, Hello, Message, PROTOCOL_VERSION};
+use crate::format::block_start;
+use crate::logdir::fs::{blocking, DirStorage, OsDirStorage};
+use crate::logdir::segment::segment_path;
+use crate::logdir::{lock, recovery};
+use crate::{
+    Dialect, DirReader, Error, LogDecoder, LogDir, LogDirOptions, LogPosition, Recovery,
+    WriterOptions, BLOCK_SIZE,
+};
+
+/// The largest record a replica accepts (the decoder's default limit, as a
+/// [`DirReader`] reads with).
+const MAX_RECORD_BYTES: usize = 64 << 20;
+
+/// The most bytes a replica holds that do not yet end a record: the largest record
+/// with its headers, plus a block.
+const MAX_PENDING: usize = MAX_RECORD_BYTES + MAX_RECORD_BYTES / 1024 + 2 * BLOCK_SIZE;
+
+/// The most bytes a replica writes before it syncs, while the primary keeps
+/// sending.
+const MAX_UNSYNCED: u64 = 8 << 20;
+
+/// A copy of a primary [`LogDir`], kept up to date over any stream by
+/// [`sync_from`](Self::sync_from), for readers on another machine and for a
+/// failover ([`promote`](Self::promote)). The directory is itself a valid `LogDir`:
+/// each segment is byte-identical to the primary's, up to the last complete record
+/// received; after the replica is dropped or closed, [`LogDir::open`] works on it
+/// and `walcodec verify` finds it clean.
+///
+/// ```
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), walcodec::Error> {
+/// use walcodec::{LogDir, LogPosition, Replica};
+///
+/// let (primary_dir, replica_dir) = (tempfile::tempdir()?, tempfile::tempdir()?);
+/// let log = LogDir::open(primary_dir.path()).await?;
+/// log.append("hello").await?;
+/// let mut replica = Replica::open(replica_dir.path()).await?;
+/// let (a, b) = tokio::io::duplex(64 * 1024);
+/// let serving = tokio::spawn({
+///     let log = log.clone();
+///     async move { log.serve_replica(a).await }
+/// });
+/// let syncing = tokio::spawn(async move {
+///     let end = replica.sync_from(b).await;
+///     (replica, end)
+/// });
+/// log.append("world").await?;
+/// let end = log.close().await?; // serve_replica returns once all is shipped
+/// serving.await.unwrap()?;
+/// let (replica, replica_end) = syncing.await.unwrap();
+/// assert_eq!(replica_end?, end);
+/// let mut reader = replica.read_from(LogPosition::START).await?;
+/// assert_eq!(reader.next_record().await.unwrap()?.data, "hello");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Replica {
+    dir: PathBuf,
+    /// The directory's `flock`, as a `LogDir` takes it.
+    lock: Option<std::fs::File>,
+    /// The first segment kept.
+    first: u64,
+    /// The last segment: copies go on there.
+    segment: u64,
+    /// Its length: the end of its last complete record, synced.
+    len: u64,
+    end: watch::Sender<LogPosition>,
+}
+
+/// One segment being copied.
+struct Stream {
+    file: tokio::fs::File,
+    decoder: LogDecoder,
+    /// What the decoder has yet to consume.
+    feed: BytesMut,
+    /// Bytes still to arrive that end a block before the decoder's first.
+    skip: u64,
+    /// Bytes written since the last sync (not yet reported durable).
+    unsynced: u64,
+    /// The bytes received past the replica's length, not yet a whole record.
+    pending: BytesMut,
+}
+
+impl Replica {
+    /// Opens (creating it if needed) the replica directory at `path` and recovers
+    /// it as [`LogDir::open`] does: a torn tail left by a crash is cut, so the
+    /// replica resumes after its last complete record. Takes the directory's lock
+    /// ([`Error::Locked`] when a `LogDir` or another `Replica` has it).
+    pub async fn open(path: impl AsRef<Path>) -> Result<Replica, Error> {
+        let dir = path.as_ref().to_path_buf();
+        let storage: Arc<dyn DirStorage> = Arc::new(OsDirStorage);
+        {
+            let (dir, storage) = (dir.clone(), Arc::clone(&storage));
+            blocking(move || {
+                if dir.is_dir() {
+                    return Ok(());
+                }
+                std::fs::create_dir_all(&dir)?;
+                match dir.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => storage.sync_dir(parent),
+                    _ => Ok(()),
+                }
+            })
+            .await?;
+        }
+        let lock = {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || lock::lock_dir(&dir))
+                .await
+                .map_err(std::io::Error::other)??
+        };
+        let recovered =
+            recovery::recover(&dir, &storage, WriterOptions::new().unsynced_window(), 0).await?;
+        let first = recovered
+            .sealed
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(recovered.active);
+        let end = LogPosition::new(recovered.active, recovered.active_len);
+        Ok(Replica {
+            dir,
+            lock: Some(lock),
+            first,
+            segment: recovered.active,
+            len: recovered.active_len,
+            end: watch::channel(end).0,
+        })
+    }
+
+    /// The replica's directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the replica ends (durably): just past its last complete record.
+    pub fn end(&self) -> LogPosition {
+        *self.end.borrow()
+    }
+
+    /// The replica's durable end as a [`watch::Receiver`], as
+    /// [`LogDir::durable_end`]: it moves on once copied records are synced, and to
+    /// `(next, 0)` when a segment is sealed.
+    pub fn durable_end(&self) -> watch::Receiver<LogPosition> {
+        self.end.subscribe()
+    }
+
+    /// Reads the replica from `from` on, as [`DirReader::open`] reads a `LogDir` in
+    /// another process; [`DirReader::follow`] follows what
+    /// [`sync_from`](Self::sync_from) copies (by polling the files).
+    pub async fn read_from(&self, from: LogPosition) -> Result<DirReader, Error> {
+        DirReader::open(&self.dir, from).await
+    }
+
+    /// Pulls from a primary's [`LogDir::serve_replica`] over `conn` until the
+    /// connection ends (the primary closed its log, or the connection was cut);
+    /// returns the replica's durable end then. Dropping the future mid-way (a
+    /// timeout, a `select!`) writes nothing unverified; the next call resumes. Call it again on a new connection to
+    /// go on: it resumes after the last complete record, whatever byte the previous
+    /// connection was cut at.
+    ///
+    /// Every fragment's checksum is checked on arrival, and a record is written only
+    /// whole, where it sits in the primary's segment, and synced before
+    /// [`durable_end`](Self::durable_end) reports it: once nothing more has arrived,
+    /// at least every 8 MiB while the primary keeps sending, at a segment's seal and
+    /// before this returns.
+    ///
+    /// # Errors
+    /// [`Error::ReplicaTooFarBehind`] (seed the replica again),
+    /// [`Error::ReplicaDiverged`], [`Error::ReplicaVersion`],
+    /// [`Error::ReplicaProtocol`] (a peer that breaks the protocol or stalls),
+    /// [`Error::Corruption`] for a damaged fragment; what was written before stands.
+    pub async fn sync_from<C>(&mut self, conn: C) -> Result<LogPosition, Error>
+    where
+        C: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        let (rd, mut wr) = tokio::io::split(conn);
+        // Buffered, so the replica can tell whether more has already arrived: it
+        // syncs once the primary has nothing more in flight, not per message.
+        let mut rd = tokio::io::BufReader::with_capacity(wire::MAX_DATA, rd);
+        // A sync_from dropped mid-way may have written verified records it did not
+        // sync yet: they are synced and reported before the replica resumes after them.
+        let written = LogPosition::new(self.segment, self.len);
+        if self.end() != written {
+            let file = tokio::fs::File::open(segment_path(&self.dir, self.segment)).await?;
+            file.sync_data().await?;
+            self.end.send_replace(written);
+        }
+        let position = if self.is_empty() {
+            LogPosition::START
+        } else {
+            written
+        };
+        let hello = Hello {
+            version: PROTOCOL_VERSION,
+            from_replica: true,
+            position,
+        };
+        if wr.write_all(&hello.encode()).await.is_err() || wr.flush().await.is_err() {
+            return Ok(self.end());
+        }
+        wire::read_hello(&mut rd).await?.check(false)?;
+        let mut stream: Option<Stream> = None;
+        let result = self.pull(&mut rd, &mut stream).await;
+        // Whatever ended the pull, what was written is made durable and reported,
+        // so the next connection resumes exactly there.
+        if let Some(stream) = stream.as_mut() {
+            self.make_durable(stream).await?;
+        }
+        result.map(|()| self.end())
+    }
+
+    async fn pull<R: AsyncRead + Unpin>(
+        &mut self,
+        rd: &mut tokio::io::BufReader<R>,
+        stream: &mut Option<Stream>,
+    ) -> Result<(), Error> {
+        loop {
+            let message =
+                match tokio::time::timeout(wire::STALL_TIMEOUT, wire::read_message(rd)).await {
+                    Err(_) => return Err(wire::protocol("no message from the primary in time")),
+                    // The connection ended, between messages or inside one.
+                    Ok(Ok(None)) | Ok(Err(Error::Io(_))) => return Ok(()),
+                    Ok(Err(e)) => return Err(e),
+                    Ok(Ok(Some(message))) => message,
+                };
+            match message {
+                Message::Heartbeat => {}
+                Message::Refused(refusal) => return Err(refusal.into_error()),
+                Message::Segment { segment, offset } => {
+                    if stream.is_some() {
+                        return Err(wire::protocol("a segment started inside another"));
+                    }
+                    *stream = Some(self.start_segment(segment, offset).await?);
+                }
+                Message::Data(bytes) => {
+                    let Some(current) = stream.as_mut() else {
+                        return Err(wire::protocol("data outside a segment"));
+                    };
+                    self.take(current, &bytes).await?;
+                    if rd.buffer().is_empty() || current.unsynced >= MAX_UNSYNCED {
+                        self.make_durable(current).await?;
+                    }
+                }
+                Message::Sealed { len } => {
+                    let Some(mut current) = stream.take() else {
+                        return Err(wire::protocol("a seal outside a segment"));
+                    };
+                    if len != self.len || !current.pending.is_empty() {
+                        return Err(wire::protocol(
+                            "the primary sealed a segment where no record of the replica ends",
+                        ));
+                    }
+                    self.make_durable(&mut current).await?;
+                    drop(current);
+                    self.next_segment(self.segment + 1).await?;
+                }
+            }
+        }
+    }
+
+    /// Syncs what was written to the segment and reports it durable.
+    async fn make_durable(&mut self, stream: &mut Stream) -> Result<(), Error> {
+        if stream.unsynced > 0 {
+            stream.file.sync_data().await?;
+            stream.unsynced = 0;
+            self.end
+                .send_replace(LogPosition::new(self.segment, self.len));
+        }
+        Ok(())
+    }
+
+    /// Whether the replica holds nothing yet (a new replica starts at the primary's
+    /// first segment, whatever its number).
+    fn is_empty(&self) -> bool {
+        self.first == self.segment && self.len == 0
+    }
+
+    /// Checks where the primary starts sending against the replica's end, and opens
+    /// the segment to copy on.
+    async fn start_segment(&mut self, segment: u64, offset: u64) -> Result<Stream, Error> {
+        if self.is_empty() && offset == 0 && segment != self.segment {
+            // A new replica takes the primary's numbering: its empty segment goes
+            // first, so a crash never leaves two with a hole between them.
+            let old = segment_path(&self.dir, self.segment);
+            let dir = self.dir.clone();
+            blocking(move || {
+                std::fs::remove_file(old)?;
+                OsDirStorage.sync_dir(&dir)
+            })
+            .await?;
+            self.first = segment;
+            self.next_segment(segment).await?;
+        } else if segment == self.segment + 1 && offset == 0 {
+            // The replica has all of its last segment, which the primary purged:
+            // it resolved the replica's end to the start of the next one.
+            self.next_segment(segment).await?;
+        } else if segment != self.segment || offset != self.len {
+            return Err(wire::protocol(
+                "the primary sends from another position than the replica's end",
+            ));
+        }
+        let path = segment_path(&self.dir, segment);
+        let mut file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .await?;
+        // The decoder starts at the block holding the replica's end, so it finds
+        // where fragments begin; it returns only records starting at the end.
+        // At a block's last bytes, that block start is the next one: the trailer
+        // up to it arrives first and is not the decoder's (it is checked as a gap).
+        let from = block_start(self.len);
+        let skip = from.saturating_sub(self.len);
+        let mut feed = BytesMut::zeroed(self.len.saturating_sub(from) as usize);
+        file.seek(std::io::SeekFrom::Start(from.min(self.len)))
+            .await?;
+        file.read_exact(&mut feed).await?;
+        let decoder = LogDecoder::builder()
+            .dialect(Dialect::RocksDb)
+            .log_number(segment)
+            .recovery(Recovery::AbsoluteConsistency)
+            .max_record_bytes(MAX_RECORD_BYTES)
+            .start_offset(self.len)
+            .build();
+        Ok(Stream {
+            file,
+            decoder,
+            feed,
+            skip,
+            unsynced: 0,
+            pending: BytesMut::new(),
+        })
+    }
+
+    /// Verifies received bytes; writes and syncs the whole records they complete.
+    async fn take(&mut self, stream: &mut Stream, bytes: &[u8]) -> Result<(), Error> {
+        let skipped = (stream.skip as usize).min(bytes.len());
+        stream.skip -= skipped as u64;
+        stream.feed.extend_from_slice(&bytes[skipped..]);
+        stream.pending.extend_from_slice(bytes);
+        let mut end = self.len;
+        while stream.decoder.decode(&mut stream.feed)?.is_some() {
+            let Some(record) = stream.decoder.last_record() else {
+                break;
+            };
+            // Between records only a block's zero trailer may sit; the decoder skips
+            // it unread, so it is checked here, or a flipped byte there would be
+            // copied.
+            let gap = (end - self.len) as usize..(record.start - self.len) as usize;
+            if record.start < end || stream.pending[gap].iter().any(|&b| b != 0) {
+                return Err(wire::protocol(
+                    "bytes between records that are not a zero trailer",
+                ));
+            }
+            end = record.end;
+        }
+        if end > self.len {
+            let whole = stream.pending.split_to((end - self.len) as usize);
+            stream.file.seek(std::io::SeekFrom::Start(self.len)).await?;
+            stream.file.write_all(&whole).await?;
+            stream.file.flush().await?;
+            stream.unsynced += whole.len() as u64;
+            self.len = end;
+        }
+        if stream.pending.len() > MAX_PENDING {
+            return Err(wire::protocol(
+                "more bytes than the largest record without one ending",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Makes `segment` (empty) the replica's last one, durably, as a `LogDir`'s
+    /// rotation does.
+    async fn next_segment(&mut self, segment: u64) -> Result<(), Error> {
+        let storage: Arc<dyn DirStorage> = Arc::new(OsDirStorage);
+        drop(recovery::create_segment(&self.dir, segment, &storage).await?);
+        self.segment = segment;
+        self.len = 0;
+        self.end.send_replace(LogPosition::new(segment, 0));
+        Ok(())
+    }
+
+    /// Releases the directory's lock; returns the replica's end. Everything copied
+    /// is already durable.
+    pub async fn close(mut self) -> Result<LogPosition, Error> {
+        self.lock.take();
+        Ok(self.end())
+    }
+
+    /// Ends replication and opens the directory as a [`LogDir`] to take over
+    /// appending (after a failover): appends go on after the last record copied.
+    pub async fn promote(self) -> Result<LogDir, Error> {
+        self.promote_with(&LogDirOptions::new()).await
+    }
+
+    /// [`promote`](Self::promote) with `options` for the `LogDir`.
+    pub async fn promote_with(mut self, options: &LogDirOptions) -> Result<LogDir, Error> {
+        let dir = self.dir.clone();
+        self.lock.take();
+        options.open(dir).await
+    }
+}

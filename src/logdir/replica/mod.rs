@@ -1,0 +1,68 @@
+//! Log shipping: [`LogDir::serve_replica`](crate::LogDir::serve_replica) on the
+//! primary, [`Replica`] on the copy, over any byte stream (TCP, TLS, a Unix
+//! socket, `tokio::io::duplex`).
+//!
+//! # Protocol (version 1)
+//!
+//! Each end first sends a hello, before reading the other's, so a version mismatch
+//! is seen on both ends ([`Error::ReplicaVersion`](crate::Error::ReplicaVersion)):
+//!
+//! ```text
+//! hello     "WALCREPL" | version u32 | flags u32 | segment u64 | offset u64   (32 bytes, LE)
+//!           flags: bit 0 set by the replica, clear from the primary (two primaries or
+//!           two replicas connected to each other fail); other bits 0
+//!           replica: its resume position, the end of its last complete record
+//!                    (000000:0 when it holds nothing: it starts at the primary's first segment)
+//!           primary: its durable end (for information)
+//! ```
+//!
+//! Then only the primary speaks (a replica that sends anything more is refused),
+//! in messages of a tag byte and fixed fields, little-endian:
+//!
+//! ```text
+//! 'S' segment u64 offset u64   the bytes that follow are of this segment, from offset on:
+//!                              the replica's end, or 0 for the next segment
+//! 'D' len u32 bytes            the segment's next bytes, durable on the primary (1 <= len <= 1 MiB)
+//! 'E' len u64                  the segment is sealed at len; an 'S' for the next one follows
+//! 'H'                          heartbeat, every 500 ms while there is nothing to send
+//! 'X' code u8 pos pos          refusal, then the primary hangs up: 1 too far behind
+//!                              (first available), 2 diverged (replica, primary), 3 protocol
+//! ```
+//!
+//! The log format is the wire format: the data messages carry the raw bytes of the
+//! primary's segment files, and only bytes already durable there (a replica must
+//! never hold a record the primary could still lose). The replica decodes them as
+//! they arrive with a [`LogDecoder`](crate::LogDecoder) in
+//! [`Recovery::AbsoluteConsistency`](crate::Recovery::AbsoluteConsistency), which
+//! checks every fragment's checksum, checks that what lies between records is a
+//! zero block trailer, and writes each record only once it is whole, at the offset
+//! it had on the primary, syncing before it reports it durable: so every segment of
+//! the replica is a byte-identical prefix of the primary's, and a connection cut at
+//! any byte (in the hello, in a message header, mid-record, in a trailer) loses the
+//! incomplete record only; the next connection resumes after the last complete one,
+//! nothing lost or written twice.
+//!
+//! # Failure answers
+//!
+//! - A replica that needs a segment the primary purged:
+//!   [`Error::ReplicaTooFarBehind`](crate::Error::ReplicaTooFarBehind), on both
+//!   ends; nothing is skipped. While a replica is connected, the segments it still
+//!   needs are pinned against purges and retention.
+//! - A replica past the primary's end, or a primary that
+//!   [truncated](crate::LogDir::truncate_after) its log below what it had sent:
+//!   [`Error::ReplicaDiverged`](crate::Error::ReplicaDiverged), on both ends. The
+//!   replica is not truncated: seed it again.
+//! - A peer that breaks the protocol (a garbage or truncated hello, a message out
+//!   of place or out of bounds, a segment that does not follow the replica's end,
+//!   more than a record's worth of bytes that end no record) or sends nothing for
+//!   10 s: [`Error::ReplicaProtocol`](crate::Error::ReplicaProtocol); a damaged
+//!   fragment: [`Error::Corruption`](crate::Error::Corruption). Memory stays
+//!   bounded by the largest record (64 MiB) and one message (1 MiB).
+
+mod copy;
+mod primary;
+mod wire;
+
+pub use copy::Replica;
+pub use primary::ShipStats;
+pub use wire::PROTOCOL_VERSION;

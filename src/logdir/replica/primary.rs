@@ -1,0 +1,262 @@
+//! The primary's side: [`LogDir::serve_replica`].
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite};
+
+use super::wire::{self, Hello, Message, Refusal, PROTOCOL_VERSION};
+use crate::logdir::segment::segment_path;
+use crate::logdir::{Inner, LogDir};
+use crate::{Error, LogPosition};
+
+/// Bytes read from a segment and sent in one data message: small enough that a
+/// replica verifies and writes as it goes (a cut loses the message it is in).
+const SHIP_CHUNK: usize = 64 * 1024;
+
+/// What [`LogDir::serve_replica`] shipped to one replica.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShipStats {
+    /// Where the replica started (its resume position, resolved: the start of the
+    /// first segment for a new replica).
+    pub from: LogPosition,
+    /// Where the shipped bytes ended.
+    pub to: LogPosition,
+    /// Segment bytes sent.
+    pub bytes: u64,
+    /// Segments sent to their end (sealed on the replica).
+    pub segments_sealed: u64,
+}
+
+/// Keeps a segment (and every later one) from being purged while a replica needs it.
+struct Pin {
+    inner: Arc<Inner>,
+    segment: u64,
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        self.inner.catalog().unpin(self.segment);
+    }
+}
+
+impl LogDir {
+    /// Serves one replica ([`Replica::sync_from`](crate::Replica::sync_from)) over
+    /// `conn`: reads its position, sends the sealed segments it lacks, then follows
+    /// the active segment, durable bytes only, until the replica disconnects or the
+    /// log is closed; returns what it shipped. Serve any number of replicas at once,
+    /// each from its own task. The protocol is in the [`Replica`](crate::Replica)
+    /// docs.
+    ///
+    /// The segments a connected replica still needs are pinned against purges
+    /// (retention included), as a [`DirReader`](crate::DirReader)'s are.
+    ///
+    /// # Errors
+    /// [`Error::ReplicaTooFarBehind`] when the replica needs a purged segment;
+    /// [`Error::ReplicaDiverged`] when it is past the log's end, or the log was
+    /// truncated below what it was sent; [`Error::ReplicaVersion`] and
+    /// [`Error::ReplicaProtocol`] for a peer that is not a replica of this version
+    /// (the replica is told before the connection is closed). A replica that goes
+    /// away after the handshake is not an error.
+    pub async fn serve_replica<C>(&self, conn: C) -> Result<ShipStats, Error>
+    where
+        C: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        let (mut rd, mut wr) = tokio::io::split(conn);
+        let hello = Hello {
+            version: PROTOCOL_VERSION,
+            from_replica: false,
+            position: self.end(),
+        };
+        // Both hellos go out before either is read, so a version mismatch is seen
+        // on both ends.
+        if send(&mut wr, &hello.encode()).await.is_err() {
+            return Ok(ShipStats::default());
+        }
+        let theirs = wire::read_hello(&mut rd).await?;
+        theirs.check(true)?;
+        let mut stats = ShipStats::default();
+        let result = self
+            .ship(theirs.position, &mut rd, &mut wr, &mut stats)
+            .await;
+        match result {
+            Err(e) => {
+                if let Some(refusal) = Refusal::from_error(&e) {
+                    let _ = wire::write_message(&mut wr, &Message::Refused(refusal)).await;
+                }
+                Err(e)
+            }
+            Ok(()) => Ok(stats),
+        }
+    }
+
+    /// Pins the segment `from` resolves to, or refuses a replica that needs a
+    /// purged one or is past the log's end.
+    fn pin_for_replica(&self, from: LogPosition) -> Result<(LogPosition, Pin), Error> {
+        let mut catalog = self.inner.catalog();
+        let from = match catalog.resolve(from) {
+            Ok(from) => from,
+            Err(_) => {
+                return Err(Error::ReplicaTooFarBehind {
+                    first_available: LogPosition::new(catalog.first, 0),
+                })
+            }
+        };
+        let end = *self.inner.end.borrow();
+        let past_end = match catalog.sealed.get(&from.segment) {
+            _ if from.segment > catalog.active => true,
+            Some(&len) if from.segment < catalog.active => from.offset > len,
+            _ => from > end,
+        };
+        if past_end {
+            return Err(Error::ReplicaDiverged {
+                replica: from,
+                primary: end,
+            });
+        }
+        catalog.pin(from.segment);
+        Ok((
+            from,
+            Pin {
+                inner: Arc::clone(&self.inner),
+                segment: from.segment,
+            },
+        ))
+    }
+
+    async fn ship(
+        &self,
+        replica: LogPosition,
+        rd: &mut (impl AsyncRead + Unpin),
+        wr: &mut (impl AsyncWrite + Unpin),
+        stats: &mut ShipStats,
+    ) -> Result<(), Error> {
+        let mut end_rx = self.durable_end();
+        let truncations_seen = self.inner.catalog().truncations.len();
+        let (from, mut pin) = self.pin_for_replica(replica)?;
+        stats.from = from;
+        stats.to = from;
+        let mut segment = from.segment;
+        let mut sent = from.offset;
+        let mut buf = vec![0u8; SHIP_CHUNK];
+        let mut probe = [0u8; 1];
+        'segments: loop {
+            let mut file = tokio::fs::File::open(segment_path(&self.inner.dir, segment)).await?;
+            file.seek(std::io::SeekFrom::Start(sent)).await?;
+            let start = Message::Segment {
+                segment,
+                offset: sent,
+            };
+            if wire::write_message(wr, &start).await.is_err() {
+                return Ok(());
+            }
+            loop {
+                // How far the segment may be shipped, and whether that is its end.
+                let end = *end_rx.borrow_and_update();
+                let here = LogPosition::new(segment, sent);
+                {
+                    let catalog = self.inner.catalog();
+                    let cut = catalog.truncations
+                        [truncations_seen.min(catalog.truncations.len())..]
+                        .iter()
+                        .any(|&t| t < here);
+                    if cut || end < here {
+                        return Err(Error::ReplicaDiverged {
+                            replica: here,
+                            primary: end,
+                        });
+                    }
+                }
+                let (limit, sealed) = if end.segment == segment {
+                    (end.offset, false)
+                } else {
+                    match self.inner.catalog().sealed.get(&segment) {
+                        Some(&len) => (len, true),
+                        None => {
+                            return Err(Error::ReplicaDiverged {
+                                replica: here,
+                                primary: end,
+                            })
+                        }
+                    }
+                };
+                if sent < limit {
+                    let n = ((limit - sent) as usize).min(SHIP_CHUNK);
+                    file.read_exact(&mut buf[..n]).await?;
+                    let data = Message::Data(BytesMut::from(&buf[..n]));
+                    match timed_write(wr, &data).await {
+                        Ok(()) => {}
+                        Err(Error::Io(_)) => return Ok(()),
+                        Err(e) => return Err(e),
+                    }
+                    sent += n as u64;
+                    stats.bytes += n as u64;
+                    stats.to = LogPosition::new(segment, sent);
+                    continue;
+                }
+                if sealed {
+                    let message = Message::Sealed { len: limit };
+                    match timed_write(wr, &message).await {
+                        Ok(()) => {}
+                        Err(Error::Io(_)) => return Ok(()),
+                        Err(e) => return Err(e),
+                    }
+                    stats.segments_sealed += 1;
+                    // Pin the next segment before letting this one go.
+                    let (_, next_pin) = self.pin_for_replica(LogPosition::new(segment + 1, 0))?;
+                    drop(std::mem::replace(&mut pin, next_pin));
+                    segment += 1;
+                    sent = 0;
+                    stats.to = LogPosition::new(segment, 0);
+                    continue 'segments;
+                }
+                if self.is_closed() && *end_rx.borrow() == end {
+                    return Ok(());
+                }
+                tokio::select! {
+                    changed = end_rx.changed() => {
+                        if changed.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    read = rd.read(&mut probe) => {
+                        return match read {
+                            Ok(0) | Err(_) => Ok(()),
+                            Ok(_) => Err(wire::protocol("the replica sent bytes after its hello")),
+                        };
+                    }
+                    _ = tokio::time::sleep(wire::HEARTBEAT) => {
+                        if timed_write(wr, &Message::Heartbeat).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether [`close`](Self::close) ran (or a failure stopped appends for good).
+    fn is_closed(&self) -> bool {
+        match self.inner.active.try_read() {
+            Ok(active) => active.writer.is_none(),
+            // A rotation, truncation or close is under way: not closed yet.
+            Err(_) => false,
+        }
+    }
+}
+
+async fn send<W: AsyncWrite + Unpin>(wr: &mut W, bytes: &[u8]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    wr.write_all(bytes).await?;
+    wr.flush().await
+}
+
+/// Writes a message; a replica that takes nothing for
+/// [`STALL_TIMEOUT`](wire::STALL_TIMEOUT) is a protocol error.
+async fn timed_write<W: AsyncWrite + Unpin>(wr: &mut W, message: &Message) -> Result<(), Error> {
+    match tokio::time::timeout(wire::STALL_TIMEOUT, wire::write_message(wr, message)).await {
+        Ok(result) => Ok(result?),
+        Err(_) => Err(wire::protocol("the replica took nothing in time")),
+    }
+}

@@ -1,0 +1,368 @@
+//! The replication protocol's messages and their encoding (see the module docs of
+//! [`replica`](super) for the protocol itself).
+
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::{Error, LogPosition};
+
+/// The protocol version this build speaks, sent first by both ends.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The first bytes of each end's hello: not a log, not anything else.
+pub(crate) const MAGIC: [u8; 8] = *b"WALCREPL";
+
+/// Bytes of a hello: magic, version, flags (0), then a position.
+pub(crate) const HELLO_LEN: usize = 8 + 4 + 4 + 16;
+
+/// The most bytes one data message carries.
+pub(crate) const MAX_DATA: usize = 1 << 20;
+
+/// How long either end waits for the other's hello.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often an idle primary tells its replica it is still there.
+pub(crate) const HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// How long a replica waits for any message (heartbeats included) before it gives
+/// the primary up, and how long a primary waits for a replica to take a message.
+pub(crate) const STALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A hello: the version and a position (the replica's resume position; the
+/// primary's durable end, for information).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hello {
+    pub(crate) version: u32,
+    /// Sent by the replica (flag bit 0), not by the primary.
+    pub(crate) from_replica: bool,
+    pub(crate) position: LogPosition,
+}
+
+impl Hello {
+    pub(crate) fn encode(&self) -> [u8; HELLO_LEN] {
+        let mut out = [0u8; HELLO_LEN];
+        let mut buf = &mut out[..];
+        buf.put_slice(&MAGIC);
+        buf.put_u32_le(self.version);
+        buf.put_u32_le(u32::from(self.from_replica));
+        buf.put_u64_le(self.position.segment);
+        buf.put_u64_le(self.position.offset);
+        out
+    }
+
+    /// Parses a hello; the version is checked by the caller (after it sent its own,
+    /// so both ends see the mismatch).
+    pub(crate) fn decode(bytes: &[u8; HELLO_LEN]) -> Result<Hello, Error> {
+        let mut buf = &bytes[..];
+        if buf[..8] != MAGIC {
+            return Err(protocol(
+                "the peer's hello is not a walcodec replication hello",
+            ));
+        }
+        buf.advance(8);
+        let version = buf.get_u32_le();
+        let flags = buf.get_u32_le();
+        let segment = buf.get_u64_le();
+        let offset = buf.get_u64_le();
+        Ok(Hello {
+            version,
+            from_replica: flags & 1 != 0,
+            position: LogPosition::new(segment, offset),
+        })
+    }
+
+    /// Checks the peer's version against ours, and that the peer plays the other
+    /// part (two primaries or two replicas connected to each other fail).
+    pub(crate) fn check(&self, expect_replica: bool) -> Result<(), Error> {
+        if self.version != PROTOCOL_VERSION {
+            return Err(Error::ReplicaVersion {
+                ours: PROTOCOL_VERSION,
+                theirs: self.version,
+            });
+        }
+        match (self.from_replica, expect_replica) {
+            (true, false) => Err(protocol("the peer is a replica, not a primary")),
+            (false, true) => Err(protocol("the peer is a primary, not a replica")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Reads the peer's hello within [`HANDSHAKE_TIMEOUT`].
+pub(crate) async fn read_hello<R: AsyncRead + Unpin>(conn: &mut R) -> Result<Hello, Error> {
+    let mut bytes = [0u8; HELLO_LEN];
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut bytes)).await {
+        Err(_) => Err(protocol("no hello from the peer in time")),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Err(protocol("the connection ended in the handshake"))
+        }
+        Ok(Err(e)) => Err(e.into()),
+        Ok(Ok(_)) => Hello::decode(&bytes),
+    }
+}
+
+/// Why a primary refuses to go on, sent to the replica before it hangs up, so both
+/// ends fail with the same error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    TooFarBehind {
+        first_available: LogPosition,
+    },
+    Diverged {
+        replica: LogPosition,
+        primary: LogPosition,
+    },
+    Protocol,
+}
+
+impl Refusal {
+    pub(crate) fn from_error(error: &Error) -> Option<Refusal> {
+        match *error {
+            Error::ReplicaTooFarBehind { first_available } => {
+                Some(Refusal::TooFarBehind { first_available })
+            }
+            Error::ReplicaDiverged { replica, primary } => {
+                Some(Refusal::Diverged { replica, primary })
+            }
+            Error::ReplicaProtocol { .. } => Some(Refusal::Protocol),
+            _ => None,
+        }
+    }
+
+    /// The error the replica reports for it.
+    pub(crate) fn into_error(self) -> Error {
+        match self {
+            Refusal::TooFarBehind { first_available } => {
+                Error::ReplicaTooFarBehind { first_available }
+            }
+            Refusal::Diverged { replica, primary } => Error::ReplicaDiverged { replica, primary },
+            Refusal::Protocol => protocol("the primary refused the replica's messages"),
+        }
+    }
+}
+
+/// A message from the primary after its hello.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Message {
+    /// The bytes that follow are of `segment`, from `offset` on.
+    Segment { segment: u64, offset: u64 },
+    /// The next bytes of the segment.
+    Data(BytesMut),
+    /// The segment is sealed at `len` bytes; the next one follows.
+    Sealed { len: u64 },
+    /// Nothing new; the primary is alive.
+    Heartbeat,
+    /// The primary refuses to go on.
+    Refused(Refusal),
+}
+
+const SEGMENT: u8 = b'S';
+const DATA: u8 = b'D';
+const SEALED: u8 = b'E';
+const HEARTBEAT_TAG: u8 = b'H';
+const REFUSED: u8 = b'X';
+
+/// Writes a message's header (and, but for data, all of it) into `out`; a data
+/// message's bytes are written by the caller after it.
+pub(crate) fn encode_header(message: &Message, out: &mut BytesMut) {
+    match message {
+        Message::Segment { segment, offset } => {
+            out.put_u8(SEGMENT);
+            out.put_u64_le(*segment);
+            out.put_u64_le(*offset);
+        }
+        Message::Data(bytes) => {
+            out.put_u8(DATA);
+            out.put_u32_le(bytes.len() as u32);
+        }
+        Message::Sealed { len } => {
+            out.put_u8(SEALED);
+            out.put_u64_le(*len);
+        }
+        Message::Heartbeat => out.put_u8(HEARTBEAT_TAG),
+        Message::Refused(refusal) => {
+            out.put_u8(REFUSED);
+            let (code, a, b) = match *refusal {
+                Refusal::TooFarBehind { first_available } => {
+                    (1, first_available, LogPosition::START)
+                }
+                Refusal::Diverged { replica, primary } => (2, replica, primary),
+                Refusal::Protocol => (3, LogPosition::START, LogPosition::START),
+            };
+            out.put_u8(code);
+            for p in [a, b] {
+                out.put_u64_le(p.segment);
+                out.put_u64_le(p.offset);
+            }
+        }
+    }
+}
+
+/// Writes a whole message.
+pub(crate) async fn write_message<W: AsyncWrite + Unpin>(
+    conn: &mut W,
+    message: &Message,
+) -> std::io::Result<()> {
+    let mut header = BytesMut::with_capacity(40);
+    encode_header(message, &mut header);
+    conn.write_all(&header).await?;
+    if let Message::Data(bytes) = message {
+        conn.write_all(bytes).await?;
+    }
+    conn.flush().await
+}
+
+/// Reads the next message; `Ok(None)` when the connection ended between messages.
+/// Never allocates more than [`MAX_DATA`] for one message.
+pub(crate) async fn read_message<R: AsyncRead + Unpin>(
+    conn: &mut R,
+) -> Result<Option<Message>, Error> {
+    let mut tag = [0u8; 1];
+    if conn.read(&mut tag).await? == 0 {
+        return Ok(None);
+    }
+    let message = match tag[0] {
+        SEGMENT => {
+            let segment = read_u64(conn).await?;
+            let offset = read_u64(conn).await?;
+            Message::Segment { segment, offset }
+        }
+        DATA => {
+            let mut len = [0u8; 4];
+            read_exact(conn, &mut len).await?;
+            let len = u32::from_le_bytes(len) as usize;
+            if len == 0 || len > MAX_DATA {
+                return Err(protocol("a data message of a size out of bounds"));
+            }
+            let mut bytes = BytesMut::zeroed(len);
+            read_exact(conn, &mut bytes).await?;
+            Message::Data(bytes)
+        }
+        SEALED => Message::Sealed {
+            len: read_u64(conn).await?,
+        },
+        HEARTBEAT_TAG => Message::Heartbeat,
+        REFUSED => {
+            let mut code = [0u8; 1];
+            read_exact(conn, &mut code).await?;
+            let mut p = [LogPosition::START; 2];
+            for position in &mut p {
+                position.segment = read_u64(conn).await?;
+                position.offset = read_u64(conn).await?;
+            }
+            let refusal = match code[0] {
+                1 => Refusal::TooFarBehind {
+                    first_available: p[0],
+                },
+                2 => Refusal::Diverged {
+                    replica: p[0],
+                    primary: p[1],
+                },
+                3 => Refusal::Protocol,
+                _ => return Err(protocol("a refusal of an unknown kind")),
+            };
+            Message::Refused(refusal)
+        }
+        _ => return Err(protocol("a message of an unknown type")),
+    };
+    Ok(Some(message))
+}
+
+async fn read_u64<R: AsyncRead + Unpin>(conn: &mut R) -> Result<u64, Error> {
+    let mut bytes = [0u8; 8];
+    read_exact(conn, &mut bytes).await?;
+    Ok(u64::from_le_bytes(bytes))
+}
+
+/// `read_exact`, with a connection that ends inside a message as a cut: the
+/// caller keeps what it verified before and asks again on a new connection.
+async fn read_exact<R: AsyncRead + Unpin>(conn: &mut R, buf: &mut [u8]) -> Result<(), Error> {
+    match conn.read_exact(buf).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A [`Error::ReplicaProtocol`] error.
+pub(crate) fn protocol(reason: &'static str) -> Error {
+    Error::ReplicaProtocol {
+        reason: reason.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn messages_round_trip() {
+        let messages = [
+            Message::Segment {
+                segment: 7,
+                offset: 1234,
+            },
+            Message::Data(BytesMut::from(&b"abc"[..])),
+            Message::Sealed { len: 99 },
+            Message::Heartbeat,
+            Message::Refused(Refusal::TooFarBehind {
+                first_available: LogPosition::new(4, 0),
+            }),
+            Message::Refused(Refusal::Diverged {
+                replica: LogPosition::new(4, 10),
+                primary: LogPosition::new(3, 7),
+            }),
+            Message::Refused(Refusal::Protocol),
+        ];
+        let mut wire = Vec::new();
+        for message in &messages {
+            write_message(&mut wire, message).await.unwrap();
+        }
+        let mut input = &wire[..];
+        for message in &messages {
+            assert_eq!(
+                read_message(&mut input).await.unwrap().as_ref(),
+                Some(message)
+            );
+        }
+        assert_eq!(read_message(&mut input).await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn oversized_data_is_refused_before_allocating() {
+        let mut wire = vec![DATA];
+        wire.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            read_message(&mut &wire[..]).await,
+            Err(Error::ReplicaProtocol { .. })
+        ));
+    }
+
+    #[test]
+    fn hello_round_trips_and_garbage_is_refused() {
+        let hello = Hello {
+            version: PROTOCOL_VERSION,
+            from_replica: true,
+            position: LogPosition::new(3, 4),
+        };
+        assert!(hello.check(true).is_ok());
+        assert!(matches!(
+            hello.check(false),
+            Err(Error::ReplicaProtocol { .. })
+        ));
+        assert_eq!(Hello::decode(&hello.encode()).unwrap(), hello);
+        assert!(matches!(
+            Hello::decode(&[0xab; HELLO_LEN]),
+            Err(Error::ReplicaProtocol { .. })
+        ));
+        let future = Hello {
+            version: PROTOCOL_VERSION + 1,
+            ..hello
+        };
+        assert!(matches!(
+            Hello::decode(&future.encode()).unwrap().check(true),
+            Err(Error::ReplicaVersion { theirs, .. }) if theirs == PROTOCOL_VERSION + 1
+        ));
+    }
+}
