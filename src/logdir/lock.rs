@@ -4,9 +4,35 @@
 //! too, because each open has its own file description.
 
 use std::fs::{File, OpenOptions};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use super::fs::{blocking, DirStorage};
 use crate::Error;
+
+/// Creates `dir` if it is missing (its name synced into its parent, so that it
+/// survives a crash too) and takes its lock: the first steps of opening a log
+/// directory, for a [`LogDir`](crate::LogDir) and a [`Replica`](crate::Replica) alike.
+pub(crate) async fn create_and_lock(
+    dir: &Path,
+    storage: &Arc<dyn DirStorage>,
+) -> Result<File, Error> {
+    let (dir, storage): (PathBuf, _) = (dir.to_path_buf(), Arc::clone(storage));
+    let dir = blocking(move || {
+        if !dir.is_dir() {
+            std::fs::create_dir_all(&dir)?;
+            match dir.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => storage.sync_dir(parent)?,
+                _ => {}
+            }
+        }
+        Ok(dir)
+    })
+    .await?;
+    tokio::task::spawn_blocking(move || lock_dir(&dir))
+        .await
+        .map_err(std::io::Error::other)?
+}
 
 /// The lock file's name inside a log directory.
 pub(crate) const LOCK_FILE: &str = "LOCK";

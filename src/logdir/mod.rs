@@ -237,28 +237,7 @@ impl LogDirOptions {
     }
 
     async fn open_at(&self, dir: PathBuf) -> Result<LogDir, Error> {
-        {
-            let dir = dir.clone();
-            let storage = Arc::clone(&self.storage);
-            blocking(move || {
-                if dir.is_dir() {
-                    return Ok(());
-                }
-                std::fs::create_dir_all(&dir)?;
-                // The new directory's own name must survive a crash too.
-                match dir.parent() {
-                    Some(parent) if !parent.as_os_str().is_empty() => storage.sync_dir(parent),
-                    _ => Ok(()),
-                }
-            })
-            .await?;
-        }
-        let lock = {
-            let dir = dir.clone();
-            tokio::task::spawn_blocking(move || lock::lock_dir(&dir))
-                .await
-                .map_err(std::io::Error::other)??
-        };
+        let lock = lock::create_and_lock(&dir, &self.storage).await?;
         let recovered = observe::within(
             observe::recovery_span(&dir),
             recovery::recover(

@@ -101,26 +101,7 @@ impl Replica {
     pub async fn open(path: impl AsRef<Path>) -> Result<Replica, Error> {
         let dir = path.as_ref().to_path_buf();
         let storage: Arc<dyn DirStorage> = Arc::new(OsDirStorage);
-        {
-            let (dir, storage) = (dir.clone(), Arc::clone(&storage));
-            blocking(move || {
-                if dir.is_dir() {
-                    return Ok(());
-                }
-                std::fs::create_dir_all(&dir)?;
-                match dir.parent() {
-                    Some(parent) if !parent.as_os_str().is_empty() => storage.sync_dir(parent),
-                    _ => Ok(()),
-                }
-            })
-            .await?;
-        }
-        let lock = {
-            let dir = dir.clone();
-            tokio::task::spawn_blocking(move || lock::lock_dir(&dir))
-                .await
-                .map_err(std::io::Error::other)??
-        };
+        let lock = lock::create_and_lock(&dir, &storage).await?;
         let recovered =
             recovery::recover(&dir, &storage, WriterOptions::new().unsynced_window(), 0).await?;
         let first = recovered
