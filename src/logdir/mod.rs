@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::{watch, RwLock};
+use tokio::sync::{watch, RwLock, RwLockReadGuard};
 
 pub use fs::{DirStorage, OsDirStorage};
 pub use listing::{SegmentInfo, SegmentList};
@@ -616,10 +616,26 @@ impl LogDir {
             .options
             .new_segment_format(0)
             .max_encoded_len(record.len()) as u64;
+        let active = self.reserve(estimate).await?;
+        let position = active.writer()?.append(record).await?;
+        let end = LogPosition::new(active.segment, position.end);
+        let batch_end = *active.durable.borrow();
+        self.inner.publish(LogPosition::new(
+            active.segment,
+            batch_end.max(position.end),
+        ));
+        Ok(end)
+    }
+
+    /// The active segment, with room reserved in it for `estimate` more bytes:
+    /// rotates a segment that has no room left first. A segment that holds nothing
+    /// yet takes whatever it is given, so a record larger than `max_segment_bytes`
+    /// gets a segment of its own.
+    async fn reserve(&self, estimate: u64) -> Result<RwLockReadGuard<'_, Active>, Error> {
         let max = self.inner.options.max_segment_bytes;
         loop {
             let active = self.inner.active.read().await;
-            let writer = active.writer()?;
+            active.writer()?;
             let before = active.reserved.fetch_add(estimate, Ordering::Relaxed);
             if before > 0 && before.saturating_add(estimate) > max {
                 active.reserved.fetch_sub(estimate, Ordering::Relaxed);
@@ -628,14 +644,7 @@ impl LogDir {
                 self.rotate_full(full).await?;
                 continue;
             }
-            let position = writer.append(record).await?;
-            let end = LogPosition::new(active.segment, position.end);
-            let batch_end = *active.durable.borrow();
-            self.inner.publish(LogPosition::new(
-                active.segment,
-                batch_end.max(position.end),
-            ));
-            return Ok(end);
+            return Ok(active);
         }
     }
 
@@ -690,29 +699,17 @@ impl LogDir {
             }
             estimate = estimate.saturating_add(format.max_encoded_len(len) as u64);
         }
-        let max = self.inner.options.max_segment_bytes;
-        loop {
-            let active = self.inner.active.read().await;
-            let writer = active.writer()?;
-            let before = active.reserved.fetch_add(estimate, Ordering::Relaxed);
-            if before > 0 && before.saturating_add(estimate) > max {
-                active.reserved.fetch_sub(estimate, Ordering::Relaxed);
-                let full = active.segment;
-                drop(active);
-                self.rotate_full(full).await?;
-                continue;
-            }
-            let positions = writer.append_batch(&records).await?;
-            let segment = active.segment;
-            let last = positions.last().map_or(0, |p| p.end);
-            let batch_end = *active.durable.borrow();
-            self.inner
-                .publish(LogPosition::new(segment, batch_end.max(last)));
-            return Ok(positions
-                .into_iter()
-                .map(|p| LogPosition::new(segment, p.start)..LogPosition::new(segment, p.end))
-                .collect());
-        }
+        let active = self.reserve(estimate).await?;
+        let positions = active.writer()?.append_batch(&records).await?;
+        let segment = active.segment;
+        let last = positions.last().map_or(0, |p| p.end);
+        let batch_end = *active.durable.borrow();
+        self.inner
+            .publish(LogPosition::new(segment, batch_end.max(last)));
+        Ok(positions
+            .into_iter()
+            .map(|p| LogPosition::new(segment, p.start)..LogPosition::new(segment, p.end))
+            .collect())
     }
 
     /// Seals the active segment (its records durable, never written again) and
