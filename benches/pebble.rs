@@ -11,17 +11,16 @@
 //! sides take turns for `ROUNDS` rounds and the median per-round ratio is printed,
 //! for records all of one size and for records of 3/4 to 5/4 of it.
 
-use std::hint::black_box;
-use std::time::{Duration, Instant};
-
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};
-use tokio_util::codec::Decoder;
 use walcodec::{Dialect, LogDecoder, LogDecoderBuilder, LogEncoder, LogEncoderBuilder};
 
 mod common;
+#[path = "common/paired.rs"]
+mod paired;
 
-use common::{pseudo_random_records, records, BYTES_PER_ITERATION, RECORD_SIZES};
+use common::{records, RECORD_SIZES};
+use paired::{decode_all, iters_for, paired, spread_records, timed, ROUNDS, ROUND_TIME};
 
 const LOG_NUMBER: u64 = 42;
 
@@ -35,15 +34,6 @@ fn encode(records: &[Vec<u8>], builder: &LogEncoderBuilder) -> Bytes {
         encoder.encode_record(record, &mut log);
     }
     log.freeze()
-}
-
-fn decode_all(mut src: BytesMut, builder: &LogDecoderBuilder) -> usize {
-    let mut decoder = builder.build();
-    let mut total = 0;
-    while let Some(record) = decoder.decode_eof(&mut src).expect("a clean log") {
-        total += record.len();
-    }
-    total
 }
 
 struct Case {
@@ -73,29 +63,6 @@ fn case(records: Vec<Vec<u8>>) -> Case {
     }
 }
 
-/// Records of 3/4 to 5/4 of `size`, about `BYTES_PER_ITERATION` in all.
-fn spread_records(size: usize) -> Vec<Vec<u8>> {
-    let mut state = 0x2545_f491_4f6c_dd1d_u64 ^ size as u64;
-    let mut total = 0;
-    let mut sizes = Vec::new();
-    while total < BYTES_PER_ITERATION {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let len = size * 3 / 4 + (state % (size as u64 / 2 + 1)) as usize;
-        total += len;
-        sizes.push(len);
-    }
-    pseudo_random_records(size * 5 / 4, sizes.len(), state)
-        .into_iter()
-        .zip(sizes)
-        .map(|(mut record, len)| {
-            record.truncate(len);
-            record
-        })
-        .collect()
-}
-
 fn wal_sync(c: &mut Criterion) {
     for (name, size) in RECORD_SIZES {
         let case = case(records(size));
@@ -119,35 +86,14 @@ fn wal_sync(c: &mut Criterion) {
     }
 }
 
-const ROUNDS: usize = 21;
-const ROUND_TIME: Duration = Duration::from_millis(60);
-
-fn timed(iters: usize, log: &[u8], run: &mut dyn FnMut(BytesMut) -> usize) -> Duration {
-    let copies: Vec<BytesMut> = (0..iters).map(|_| BytesMut::from(log)).collect();
-    let start = Instant::now();
-    for copy in copies {
-        black_box(run(copy));
-    }
-    start.elapsed()
-}
-
-fn iters_for(one_run: Duration) -> usize {
-    (ROUND_TIME.as_secs_f64() / one_run.as_secs_f64().max(1e-6)).clamp(1.0, 1000.0) as usize
-}
-
 /// WAL-sync / legacy throughput: the median over `ROUNDS` of the per-round ratios.
 fn ratio(case: &Case) -> f64 {
     let legacy = |n| timed(n, &case.legacy, &mut |src| decode_all(src, &case.leveldb));
     let wal_sync = |n| timed(n, &case.wal_sync, &mut |src| decode_all(src, &case.pebble));
     let (n_legacy, n_wal_sync) = (iters_for(legacy(1)), iters_for(wal_sync(1)));
-    let mut ratios: Vec<f64> = (0..ROUNDS)
-        .map(|_| {
-            let reference = legacy(n_legacy).as_secs_f64() / n_legacy as f64;
-            reference / (wal_sync(n_wal_sync).as_secs_f64() / n_wal_sync as f64)
-        })
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    ratios[ROUNDS / 2]
+    let ratio = paired(&mut || legacy(n_legacy), &mut || wal_sync(n_wal_sync));
+    // Per run: the rounds ran different numbers of each.
+    ratio * n_wal_sync as f64 / n_legacy as f64
 }
 
 fn paired_table() {

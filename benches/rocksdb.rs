@@ -36,16 +36,18 @@
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};
-use tokio_util::codec::Decoder;
 use walcodec::{Dialect, LogDecoder, LogDecoderBuilder, LogEncoder, LogEncoderBuilder, LogReader};
 
 mod common;
+#[path = "common/paired.rs"]
+mod paired;
 
-use common::{pseudo_random_records, records, BYTES_PER_ITERATION, RECORD_SIZES};
+use common::{records, RECORD_SIZES};
+use paired::{decode_all, iters_for, paired, spread_records, timed, ROUNDS, ROUND_TIME};
 
 const LOG_NUMBER: u64 = 42;
 
@@ -58,16 +60,6 @@ fn encode(records: &[Vec<u8>], builder: &LogEncoderBuilder) -> Bytes {
     log.freeze()
 }
 
-/// Decodes the whole log, returning the bytes decoded (so nothing is optimized away).
-fn decode_all(mut src: BytesMut, builder: &LogDecoderBuilder) -> usize {
-    let mut decoder = builder.build();
-    let mut total = 0;
-    while let Some(record) = decoder.decode_eof(&mut src).expect("a clean log") {
-        total += record.len();
-    }
-    total
-}
-
 /// A log of `size`-byte records in the legacy format and the same records in the
 /// recyclable one, with the decoders of each, and the records' bytes.
 struct RecyclableCase {
@@ -77,32 +69,6 @@ struct RecyclableCase {
     rocksdb: LogDecoderBuilder,
     record_bytes: usize,
     records: Vec<Vec<u8>>,
-}
-
-/// Records of `size` bytes on average, each from 3/4 to 5/4 of it (a spread
-/// xorshift draws), about `BYTES_PER_ITERATION` in all: as a WAL's records are, of
-/// many sizes, so that no one fragment stride decides the figure.
-fn spread_records(size: usize) -> Vec<Vec<u8>> {
-    let mut state = 0x2545_f491_4f6c_dd1d_u64 ^ size as u64;
-    let mut total = 0;
-    let mut sizes = Vec::new();
-    while total < BYTES_PER_ITERATION {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let len = size * 3 / 4 + (state % (size as u64 / 2 + 1)) as usize;
-        total += len;
-        sizes.push(len);
-    }
-    let bytes = pseudo_random_records(size * 5 / 4, sizes.len(), state);
-    bytes
-        .into_iter()
-        .zip(sizes)
-        .map(|(mut record, len)| {
-            record.truncate(len);
-            record
-        })
-        .collect()
 }
 
 fn recyclable_case(records: Vec<Vec<u8>>) -> RecyclableCase {
@@ -250,20 +216,6 @@ fn compressed(c: &mut Criterion) {
 fn compressed(_: &mut Criterion) {}
 
 /// Rounds of the paired table, and about how long each side runs in one.
-const ROUNDS: usize = 21;
-const ROUND_TIME: Duration = Duration::from_millis(60);
-
-/// The time of `iters` runs of `run`, each on a fresh copy of `log` made before the
-/// clock starts (as criterion's `iter_batched` does).
-fn timed(iters: usize, log: &[u8], run: &mut dyn FnMut(BytesMut) -> usize) -> Duration {
-    let copies: Vec<BytesMut> = (0..iters).map(|_| BytesMut::from(log)).collect();
-    let start = Instant::now();
-    for copy in copies {
-        black_box(run(copy));
-    }
-    start.elapsed()
-}
-
 /// Size of each file the file column reads: the records of one size, again and
 /// again.
 const FILE_MIB: usize = 64;
@@ -302,21 +254,6 @@ async fn read_file(path: &Path, builder: &LogDecoderBuilder) -> usize {
         total += record.unwrap().data.len();
     }
     total
-}
-
-/// The median over `ROUNDS` of (reference time / candidate time), each round running
-/// both sides for about `ROUND_TIME`, in turns.
-fn paired(reference: &mut dyn FnMut() -> Duration, candidate: &mut dyn FnMut() -> Duration) -> f64 {
-    let mut ratios: Vec<f64> = (0..ROUNDS)
-        .map(|_| reference().as_secs_f64() / candidate().as_secs_f64())
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    ratios[ROUNDS / 2]
-}
-
-/// How many runs of a side fill about `ROUND_TIME`, from one run.
-fn iters_for(one_run: Duration) -> usize {
-    (ROUND_TIME.as_secs_f64() / one_run.as_secs_f64().max(1e-6)).clamp(1.0, 1000.0) as usize
 }
 
 fn paired_table() {
