@@ -7,6 +7,6 @@
 set -euo pipefail
 cycles="${1:-300}"
 cd "$(dirname "$0")/.."
-WALCODEC_CRASH_CYCLES="$cycles" cargo test --release --test durability -- \
-    --exact crash_recovery_keeps_every_acknowledged_record --nocapture 2>&1 |
+WALCODEC_CRASH_CYCLES="$cycles" cargo test --release --test all -- \
+    --exact durability::crash_recovery_keeps_every_acknowledged_record --nocapture 2>&1 |
     grep -E "crash soak|lost acknowledged|test result|panicked|FAILED"

@@ -12,10 +12,10 @@ set -euo pipefail
 records="${1:-100000}"
 rounds="${2:-20}"
 cd "$(dirname "$0")/.."
-WALCODEC_IN_PLACE_RECORDS="$records" cargo test --release --test tailing_in_place -- \
-    --skip a_killed_writer 2>&1 | grep -E "^test |test result|panicked"
+WALCODEC_IN_PLACE_RECORDS="$records" cargo test --release --test all -- \
+    tailing_in_place:: --skip a_killed_writer 2>&1 | grep -E "^test |test result|panicked"
 for round in $(seq 1 "$rounds"); do
-    cargo test --release --test tailing_in_place -- --exact \
-        a_killed_writer_reopened_is_followed_without_a_gap 2>&1 |
+    cargo test --release --test all -- --exact \
+        tailing_in_place::a_killed_writer_reopened_is_followed_without_a_gap 2>&1 |
         grep -E "test result|panicked" | sed "s/^/round $round: /"
 done

@@ -9,6 +9,6 @@
 set -euo pipefail
 cycles="${1:-300}"
 cd "$(dirname "$0")/.."
-WALCODEC_LOGDIR_CRASH_CYCLES="$cycles" cargo test --release --test logdir_crash -- \
-    --exact logdir_crash_keeps_every_acknowledged_record --nocapture 2>&1 |
+WALCODEC_LOGDIR_CRASH_CYCLES="$cycles" cargo test --release --test all -- \
+    --exact logdir_crash::logdir_crash_keeps_every_acknowledged_record --nocapture 2>&1 |
     grep -E "crash test seed|crash soak|test result|panicked|FAILED|lost|half a truncation|came back"

@@ -15,12 +15,12 @@ cuts="${1:-10000}"
 what="${2:-all}"
 cd "$(dirname "$0")/.."
 if [[ "$what" == file || "$what" == all ]]; then
-    POWER_CUT_CUTS="$cuts" cargo test --release --test power_cut -- \
-        --exact power_cuts_lose_no_acknowledged_record --nocapture 2>&1 |
+    POWER_CUT_CUTS="$cuts" cargo test --release --test all -- \
+        --exact power_cut::power_cuts_lose_no_acknowledged_record --nocapture 2>&1 |
         grep -E "power cut|test result|panicked|FAILED"
 fi
 if [[ "$what" == dir || "$what" == all ]]; then
-    LOGDIR_POWER_CUT_CUTS="$cuts" cargo test --release --test logdir_power_cut -- \
-        --exact logdir_power_cuts_lose_no_acknowledged_record --nocapture 2>&1 |
+    LOGDIR_POWER_CUT_CUTS="$cuts" cargo test --release --test all -- \
+        --exact logdir_power_cut::logdir_power_cuts_lose_no_acknowledged_record --nocapture 2>&1 |
         grep -E "power cut|test result|panicked|FAILED"
 fi

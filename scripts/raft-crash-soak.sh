@@ -9,6 +9,6 @@
 set -euo pipefail
 rounds="${1:-1000}"
 cd "$(dirname "$0")/.."
-WALCODEC_RAFT_CRASH_CYCLES="$rounds" cargo test --release -p walcodec-raft --test crash -- \
-    --exact crashes_keep_every_acknowledged_operation --nocapture 2>&1 |
+WALCODEC_RAFT_CRASH_CYCLES="$rounds" cargo test --release -p walcodec-raft --test all -- \
+    --exact crash::crashes_keep_every_acknowledged_operation --nocapture 2>&1 |
     grep -E "raft crash test seed|raft crash soak|test result|panicked|FAILED|round"

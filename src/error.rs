@@ -120,7 +120,8 @@ pub enum Error {
     },
 
     /// Another [`LogDir`](crate::LogDir), in this process or another, holds the
-    /// directory's lock file.
+    /// directory's lock file (after trying again for half a second, as a lock a
+    /// forked child still holds until it execs is let go within that time).
     #[error("log directory {} is locked by another writer", .path.display())]
     Locked {
         /// The directory.

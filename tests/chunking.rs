@@ -3,7 +3,7 @@
 //! follows LevelDB's algorithm (`common::ReferenceReader`), on valid, random and
 //! damaged logs.
 
-mod common;
+use crate::common;
 
 use common::*;
 use proptest::prelude::*;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use walcodec::{LogEncoder, BLOCK_SIZE};
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{code, path_str, run, run_with_stdin, stderr, stdout, BIN};
 

@@ -1,7 +1,7 @@
 //! The `walcodec` binary on a log directory (`LogDir`): `verify`, `stat`, `dump`,
 //! `cat` and `tail` take the directory wherever they take a log.
 //!
-//! Needs the `cli` feature: `cargo test --release --features cli --test cli_dir`.
+//! Needs the `cli` feature: `cargo test --release --features cli --test all -- cli_dir::`.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use walcodec::{DirReader, DirRecord, LogDir, LogPosition};
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{code, path_str, run, stderr, stdout, BIN};
 

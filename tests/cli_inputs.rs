@@ -2,7 +2,7 @@
 //! endless character devices, a file that grows or is written in place while it is
 //! read, and a file of zeros only.
 //!
-//! Needs the `cli` feature: `cargo test --release --features cli --test cli_inputs`.
+//! Needs the `cli` feature: `cargo test --release --features cli --test all -- cli_inputs::`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};

@@ -19,7 +19,7 @@ use std::process::Output;
 use bytes::BytesMut;
 use walcodec::{LogEncoder, BLOCK_SIZE};
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{code, path_str, run, run_with_stdin, stderr, stdout};
 

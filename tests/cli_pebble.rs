@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use bytes::BytesMut;
 use walcodec::{LogEncoder, BLOCK_SIZE};
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{code, path_str, run, stderr, stdout};
 

@@ -4,7 +4,7 @@
 //! `stat`, and the hint for a RocksDB WAL read as LevelDB's.
 //!
 //! Needs the `cli` feature; the compressed vectors also `zstd`:
-//! `cargo test --release --features cli,zstd --test cli_rocksdb`.
+//! `cargo test --release --features cli,zstd --test all -- cli_rocksdb::`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use std::process::Output;
 
 use walcodec::BLOCK_SIZE;
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{code, path_str, run, run_with_stdin, stderr, stdout};
 

@@ -7,7 +7,7 @@
 //! against the reference reader (`common::read_like_leveldb`). Each is then read in
 //! the other recovery modes, which must agree with what LevelDB reported.
 
-mod common;
+use crate::common;
 
 use common::*;
 use walcodec::{Recovery, BLOCK_SIZE, HEADER_SIZE};

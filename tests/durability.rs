@@ -8,7 +8,7 @@
 //! `WALCODEC_CRASH_CYCLES` sets the number of cycles (default 20; see
 //! `scripts/crash-soak.sh`), `WALCODEC_CRASH_SEED` the seed of the kill timings.
 
-mod writer_support;
+use crate::writer_support;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -162,7 +162,7 @@ fn run_child_and_kill(path: &Path, round: u32, rng: &mut Rng) -> Vec<((u32, u32)
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "crash_child",
+            &child_test_name!("crash_child"),
             "--ignored",
             "--nocapture",
             "--test-threads=1",

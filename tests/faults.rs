@@ -3,7 +3,7 @@
 //! every later call is refused with `Error::Poisoned`, and reopening the log gives a
 //! clean prefix of what was appended that holds every acknowledged record.
 
-mod writer_support;
+use crate::writer_support;
 
 use std::collections::HashMap;
 use std::io;

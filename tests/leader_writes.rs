@@ -2,7 +2,7 @@
 //! (`WriterOptions::leader_writes`): when it does, what it leaves for the flusher, and
 //! that every promise of `append` holds on that path too.
 
-mod writer_support;
+use crate::writer_support;
 
 use std::io;
 use std::path::{Path, PathBuf};

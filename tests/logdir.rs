@@ -1,7 +1,7 @@
 //! LogDir by behaviour: concurrent appends across dozens of rotations, reading and
 //! following across segments, purge and truncation under readers, recovery on open.
 
-mod writer_support;
+use crate::writer_support;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -265,6 +265,22 @@ async fn a_second_open_fails_while_the_first_holds_the_lock() {
     assert!(err.to_string().contains("locked"), "{err}");
     log.close().await.unwrap();
     let again = LogDir::open(dir.path()).await.unwrap();
+    again.close().await.unwrap();
+}
+
+/// A lock let go within a moment is taken: a child process forked while the log was
+/// closed holds the old lock until it execs (raft's model test met this beside its
+/// crash test, which spawns processes).
+#[tokio::test]
+async fn an_open_waits_a_moment_for_a_lock_that_is_let_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogDir::open(dir.path()).await.unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        log.close().await.unwrap();
+    });
+    let again = LogDir::open(dir.path()).await.unwrap();
+    release.await.unwrap();
     again.close().await.unwrap();
 }
 

@@ -13,7 +13,7 @@
 //! `WALCODEC_LOGDIR_CRASH_CYCLES` sets the number of cycles (default 20; see
 //! `scripts/logdir-crash-soak.sh`), `WALCODEC_LOGDIR_CRASH_SEED` the seed.
 
-mod writer_support;
+use crate::writer_support;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
@@ -157,7 +157,7 @@ fn spawn_child(dir: &Path, mode: &str, round: u32) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "logdir_child",
+            &child_test_name!("logdir_child"),
             "--ignored",
             "--nocapture",
             "--test-threads=1",

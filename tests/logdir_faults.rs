@@ -2,7 +2,7 @@
 //! create, file sync, directory sync, delete): the error reaches the appends that
 //! wait on the rotation, nothing acknowledged is lost, and reopening recovers.
 
-mod writer_support;
+use crate::writer_support;
 
 use std::fs::File;
 use std::io;

@@ -16,8 +16,8 @@
 //! `LOGDIR_POWER_CUT_CUTS` sets how many cuts (default 200), `POWER_CUT_SEED`
 //! replays a run (the seed is printed). `scripts/power-cut.sh N dir` runs N cuts.
 
-mod power_support;
-mod writer_support;
+use crate::power_support;
+use crate::writer_support;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};

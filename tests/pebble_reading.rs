@@ -2,8 +2,8 @@
 //! placed around synced offsets, read by the decoder in Pebble's dialect and checked
 //! against the reference reader of `pebble_support` (Pebble's reading rules).
 
-mod common;
-mod pebble_support;
+use crate::common;
+use crate::pebble_support;
 
 use std::fs;
 

@@ -4,7 +4,7 @@
 //! reference reader of `pebble_support`, and a real crash (SIGKILL of a child
 //! appending) never leaves a log that Pebble's rule calls corrupt.
 
-mod pebble_support;
+use crate::pebble_support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -175,7 +175,12 @@ fn a_crash_never_reads_as_corruption() {
     for round in 0..4u64 {
         let path = dir.path().join(format!("{:06}.log", 100 + round));
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "pebble_crash_child", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                &child_test_name!("pebble_crash_child"),
+                "--ignored",
+                "--nocapture",
+            ])
             .env(CHILD_ENV, &path)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

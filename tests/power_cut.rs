@@ -22,8 +22,8 @@
 //! `POWER_CUT_CUTS` sets how many cuts (default 300), `POWER_CUT_SEED` replays a run
 //! (the seed is printed). `scripts/power-cut.sh N` runs N cuts.
 
-mod power_support;
-mod writer_support;
+use crate::power_support;
+use crate::writer_support;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! Byte identity is checked over each file's live records: a live recycled WAL goes
 //! on with an earlier log's stale bytes, which no writer of these records produces.
 
-mod rocksdb_support;
+use crate::rocksdb_support;
 
 use std::fs;
 use std::path::PathBuf;

@@ -7,7 +7,7 @@ use futures::TryStreamExt;
 use tokio_util::codec::FramedRead;
 use walcodec::{LogDecoder, LogEncoder, LogReader, BLOCK_SIZE};
 
-mod common;
+use crate::common;
 
 use common::ScriptedReader;
 

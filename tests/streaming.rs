@@ -2,7 +2,7 @@
 //! whole-record reading under any chunking, damage in the first, a middle and the
 //! last fragment in every recovery mode, torn tails, readers dropped part way.
 
-mod common;
+use crate::common;
 
 use std::io;
 

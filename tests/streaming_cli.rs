@@ -1,8 +1,8 @@
 //! `walcodec write --stream` and `walcodec cat --record N`: a record larger than
 //! `--max-record-bytes` round-trips through the command line.
 
-mod cli_support;
-mod common;
+use crate::cli_support;
+use crate::common;
 
 use common::patterned;
 

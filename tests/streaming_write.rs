@@ -3,7 +3,7 @@
 //! chunking; other appends wait behind a streamed record; a stalled or failing
 //! source is bounded and leaves a log that reopens clean.
 
-mod common;
+use crate::common;
 
 use std::io;
 use std::time::Duration;

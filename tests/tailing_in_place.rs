@@ -11,7 +11,7 @@
 //! `WALCODEC_IN_PLACE_RECORDS` sets the number of records (default 3,000; see
 //! `scripts/follow-in-place-soak.sh` for 100,000).
 
-mod writer_support;
+use crate::writer_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -173,7 +173,7 @@ fn spawn_child_of(path: &Path, mode: &str, first: u32, count: u32) -> std::proce
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "in_place_child",
+            &child_test_name!("in_place_child"),
             "--ignored",
             "--nocapture",
             "--test-threads=1",

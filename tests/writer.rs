@@ -1,7 +1,7 @@
 //! `AsyncLogWriter` behaviour: concurrent appends, agreement with `LogEncoder`,
 //! reopening, batching, buffered appends, the bounded queue, close and drop.
 
-mod writer_support;
+use crate::writer_support;
 
 use std::collections::HashMap;
 use std::io;

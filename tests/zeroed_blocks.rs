@@ -5,7 +5,7 @@
 //! Zeros from the middle of a block to its end (how RocksDB pads before a metadata
 //! record) stay harmless.
 
-mod common;
+use crate::common;
 
 use bytes::BytesMut;
 use common::{read_every_way, Config};

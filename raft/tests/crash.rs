@@ -11,7 +11,7 @@
 //! `WALCODEC_RAFT_CRASH_CYCLES` sets the number of rounds (default 20; see
 //! `scripts/raft-crash-soak.sh`), `WALCODEC_RAFT_CRASH_SEED` the seed.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -98,7 +98,7 @@ fn run_child_and_kill(dir: &Path, rng: &mut Rng) -> (Vec<Op>, Option<Op>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "raft_crash_child",
+            &child_test_name!("raft_crash_child"),
             "--ignored",
             "--nocapture",
             "--test-threads=1",

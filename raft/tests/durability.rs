@@ -3,7 +3,7 @@
 //! before that, truncations and purges never take the vote with them, a purge past
 //! the last entry survives a reopen, and replication reads run beside appends.
 
-mod support;
+use crate::support;
 
 use std::fs::File;
 use std::io;

@@ -3,7 +3,7 @@
 //! store's log state, vote and committed id equal the model's, and after every
 //! reopen every entry reads back as appended.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -12,9 +12,8 @@
 //! `RAFT_POWER_CUT_CUTS` sets how many cuts (default 200), `POWER_CUT_SEED`
 //! replays a run (the seed is printed).
 
-#[path = "../../tests/power_support/mod.rs"]
-mod power_support;
-mod support;
+use crate::power_support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

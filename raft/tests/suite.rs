@@ -1,7 +1,7 @@
 //! openraft's own conformance suite (`openraft::testing::Suite::test_all`) on
 //! `LogStore`: every case, each on a fresh directory.
 
-mod support;
+use crate::support;
 
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::StorageError;
