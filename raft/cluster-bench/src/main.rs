@@ -34,6 +34,8 @@ mod network;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 mod state_machine;
+#[cfg(test)]
+mod tests;
 mod types;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -313,6 +315,15 @@ async fn run(
     }
     let elapsed = started.elapsed();
     mark(dir.path(), "mark-end")?;
+    // Not timed: every node holds and has applied every entry, or the run fails.
+    let last = leader.metrics().borrow().last_log_index;
+    for id in NODES {
+        router
+            .get(id)
+            .wait(Some(Duration::from_secs(30)))
+            .applied_index_at_least(last, "every entry applied on every node")
+            .await?;
+    }
     router.shutdown().await;
     Ok(summarize(latencies, elapsed, pack))
 }
