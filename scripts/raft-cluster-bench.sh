@@ -12,6 +12,9 @@
 #   scripts/raft-cluster-bench.sh short      # 1 round, 512 writes a run
 #   scripts/raft-cluster-bench.sh syncs      # syncs per write, counted by strace:
 #                                            # each store at 1 and 64 clients
+#   scripts/raft-cluster-bench.sh test       # the crate's tests: openraft's suite on
+#                                            # the in-memory and RocksDB stores, a
+#                                            # small run of every store
 #
 # Further arguments go to the benchmark (--rounds, --writes, --clients, --stores,
 # --pack, --pack-clients, --dir: see raft/cluster-bench/src/main.rs). The nodes'
@@ -41,6 +44,7 @@ cargo build --release --manifest-path "$manifest" --features rocksdb
 bin=raft/cluster-bench/target/release/walcodec-raft-cluster-bench
 
 case "$mode" in
+test) cargo test --release --manifest-path "$manifest" --features rocksdb "$@" ;;
 full) "$bin" "$@" ;;
 short) "$bin" --rounds 1 --writes 512 "$@" ;;
 syncs)
@@ -72,5 +76,5 @@ syncs)
     done
     rm -f "$trace"
     ;;
-*) echo "usage: $0 [full|short|syncs] [benchmark flags]" >&2; exit 2 ;;
+*) echo "usage: $0 [full|short|syncs|test] [benchmark flags]" >&2; exit 2 ;;
 esac
