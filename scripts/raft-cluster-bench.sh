@@ -40,11 +40,13 @@ lib=$(dpkg -L librocksdb-dev | grep '/librocksdb\.so$' | head -1)
 export ROCKSDB_LIB_DIR=$(dirname "$lib")
 
 manifest=raft/cluster-bench/Cargo.toml
+if [ "$mode" = test ]; then
+    exec cargo test --release --manifest-path "$manifest" --features rocksdb "$@"
+fi
 cargo build --release --manifest-path "$manifest" --features rocksdb
 bin=raft/cluster-bench/target/release/walcodec-raft-cluster-bench
 
 case "$mode" in
-test) cargo test --release --manifest-path "$manifest" --features rocksdb "$@" ;;
 full) "$bin" "$@" ;;
 short) "$bin" --rounds 1 --writes 512 "$@" ;;
 syncs)
