@@ -55,9 +55,10 @@
 //!   what remains is a suffix of the log that replays to the same state. The
 //!   active segment is never deleted, so entries purged stay on disk until their
 //!   segment is sealed.
-//! - The store keeps in memory, per entry, its log id and where its record is;
-//!   reads ([`LogReader`]) read the records back from the segments, or from
-//!   memory while an append is not yet durable.
+//! - The store keeps in memory, per entry, its log id and where its record is,
+//!   and the records of the latest entries (4 MiB of them: a leader replicates an
+//!   entry right after its flush); reads ([`LogReader`]) decode those from memory,
+//!   as they do an append not yet durable, and read older ones from the segments.
 
 #![warn(
     missing_docs,

@@ -81,6 +81,10 @@ impl<C: RaftTypeConfig> LogReader<C> {
                 }
                 wanted.push(match &slot.place {
                     Place::Pending { record, .. } => Wanted::Ready(Arc::clone(record)),
+                    Place::Cached { at, record } => {
+                        bytes += at.end.offset.saturating_sub(at.start.offset);
+                        Wanted::Ready(Arc::clone(record))
+                    }
                     Place::Stored(at) => {
                         bytes += at.end.offset.saturating_sub(at.start.offset);
                         Wanted::Read {

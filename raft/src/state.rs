@@ -19,7 +19,31 @@ pub(crate) enum Place {
     Pending { seq: u64, record: Arc<[u8]> },
     /// Durable, in the record at this range of the log.
     Stored(Range<LogPosition>),
+    /// Durable at `at`, and its record still in memory: one of the latest entries,
+    /// which replication reads right after they are written (openraft 0.9's leader
+    /// replicates an entry once its flush callback fired). Readers decode this copy
+    /// instead of opening the segment; [`State::keep`] bounds the bytes kept.
+    Cached {
+        at: Range<LogPosition>,
+        record: Arc<[u8]>,
+    },
 }
+
+impl Place {
+    /// Where the entry is in the log, once durable.
+    pub(crate) fn stored_at(&self) -> Option<&Range<LogPosition>> {
+        match self {
+            Place::Pending { .. } => None,
+            Place::Stored(at) | Place::Cached { at, .. } => Some(at),
+        }
+    }
+}
+
+/// The most bytes of durable records [`State`] keeps in memory for readers: the
+/// latest entries, about one replication message's worth
+/// ([`MAX_READ_BYTES`](crate::MAX_READ_BYTES)) so that a follower a message behind
+/// is still served from memory.
+pub(crate) const CACHE_BYTES: usize = crate::reader::MAX_READ_BYTES as usize;
 
 pub(crate) struct Slot<C: RaftTypeConfig> {
     pub(crate) log_id: LogId<C::NodeId>,
@@ -34,6 +58,10 @@ pub(crate) struct State<C: RaftTypeConfig> {
     pub(crate) vote: Option<Vote<C::NodeId>>,
     /// The last committed id given to `save_committed`.
     pub(crate) committed: Option<LogId<C::NodeId>>,
+    /// Bytes of the records of `Place::Cached` slots.
+    pub(crate) cached_bytes: usize,
+    /// No `Place::Cached` slot has an index below this: where eviction looks first.
+    pub(crate) cached_from: u64,
 }
 
 impl<C: RaftTypeConfig> State<C> {
@@ -47,12 +75,55 @@ impl<C: RaftTypeConfig> State<C> {
 
     /// Drops the entries at and after `index`.
     pub(crate) fn truncate(&mut self, index: u64) {
-        drop(self.slots.split_off(&index));
+        let removed = self.slots.split_off(&index);
+        self.forget(removed);
+    }
+
+    /// Takes the cached records of `removed` slots off the count.
+    fn forget(&mut self, removed: BTreeMap<u64, Slot<C>>) {
+        for slot in removed.into_values() {
+            if let Place::Cached { record, .. } = slot.place {
+                self.cached_bytes -= record.len();
+            }
+        }
+    }
+
+    /// The entry at `index` (if the slot is still the one written with `seq`) is
+    /// durable at `at`: its record stays in memory, and the oldest cached records
+    /// go back to being read from the log once more than [`CACHE_BYTES`] are kept.
+    pub(crate) fn keep(&mut self, index: u64, seq: u64, at: Range<LogPosition>) {
+        let Some(slot) = self.slots.get_mut(&index) else {
+            return;
+        };
+        let record = match &slot.place {
+            Place::Pending { seq: s, record } if *s == seq => Arc::clone(record),
+            _ => return,
+        };
+        self.cached_bytes += record.len();
+        slot.place = Place::Cached { at, record };
+        self.cached_from = self.cached_from.min(index);
+        while self.cached_bytes > CACHE_BYTES {
+            let oldest = self
+                .slots
+                .range_mut(self.cached_from..)
+                .find(|(_, slot)| matches!(slot.place, Place::Cached { .. }));
+            let Some((&index, slot)) = oldest else {
+                break;
+            };
+            let Place::Cached { at, record } = &slot.place else {
+                unreachable!("found as cached");
+            };
+            self.cached_bytes -= record.len();
+            slot.place = Place::Stored(at.clone());
+            self.cached_from = index + 1;
+        }
     }
 
     /// Drops the entries up to `purged` (inclusive) and remembers it.
     pub(crate) fn purge(&mut self, purged: LogId<C::NodeId>) {
-        self.slots = self.slots.split_off(&(purged.index + 1));
+        let kept = self.slots.split_off(&(purged.index + 1));
+        let removed = std::mem::replace(&mut self.slots, kept);
+        self.forget(removed);
         if self.purged.as_ref().is_none_or(|p| *p < purged) {
             self.purged = Some(purged);
         }
@@ -65,6 +136,8 @@ impl<C: RaftTypeConfig> State<C> {
             purged: None,
             vote: None,
             committed: None,
+            cached_bytes: 0,
+            cached_from: u64::MAX,
         };
         let mut reader = log.read_from(LogPosition::START)?;
         while let Some(record) = reader.next_record().await {

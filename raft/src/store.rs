@@ -214,13 +214,11 @@ impl<C: RaftTypeConfig> LogStore<C> {
         // The purge record holds all the state the records before it held: the
         // whole segments before it, and before the first entry kept, may go.
         let mut cut = ranges[0].start;
-        if let Some((
-            _,
-            Slot {
-                place: Place::Stored(at),
-                ..
-            },
-        )) = self.state().slots.first_key_value()
+        if let Some(at) = self
+            .state()
+            .slots
+            .first_key_value()
+            .and_then(|(_, slot)| slot.place.stored_at())
         {
             cut = cut.min(at.start);
         }

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use walcodec::{LogDir, LogPosition};
 
 use crate::record;
-use crate::state::{Place, State};
+use crate::state::State;
 use crate::Error;
 
 /// A reply to a write that waits for its records: their ranges in the log.
@@ -186,11 +186,7 @@ impl<C: RaftTypeConfig> Writer<C> {
                         callback,
                     } => {
                         for (index, range) in (first..).zip(ranges.by_ref().take(records.len())) {
-                            if let Some(slot) = state.slots.get_mut(&index) {
-                                if matches!(slot.place, Place::Pending { seq: s, .. } if s == seq) {
-                                    slot.place = Place::Stored(range);
-                                }
-                            }
+                            state.keep(index, seq, range);
                         }
                         answers.push(Answer::Flushed(callback));
                     }

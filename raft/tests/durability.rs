@@ -386,3 +386,58 @@ async fn a_log_this_store_did_not_write_is_refused_with_a_typed_error() {
     let log = walcodec::LogDir::open(dir.path()).await.unwrap();
     log.close().await.unwrap();
 }
+
+/// The latest entries stay in memory once durable (replication reads them right
+/// after their flush), up to about one replication message of bytes; older ones
+/// are read back from the segments. Shown by emptying the segment files behind
+/// the store's back: the newest entries still read, the oldest no longer do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recent_entries_are_read_from_memory_older_ones_from_the_log() {
+    let big = |i: u64| Entry {
+        log_id: log_id(1, i),
+        payload: openraft::EntryPayload::Normal(format!("{i}:{}", "x".repeat(64 << 10))),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::<TypeConfig>::open(dir.path()).await.unwrap();
+    // 96 entries of 64 KiB: 6 MiB, more than the 4 MiB kept.
+    for first in (0..96).step_by(8) {
+        store
+            .blocking_append((first..first + 8).map(big))
+            .await
+            .unwrap();
+    }
+    let mut reader = store.get_log_reader().await;
+    let same = |got: &[Entry], from: u64| {
+        got.iter().zip(from..).all(|(e, i)| {
+            e.log_id == log_id(1, i)
+                && format!("{:?}", e.payload) == format!("{:?}", big(i).payload)
+        })
+    };
+    let all = reader.try_get_log_entries(0..96).await.unwrap();
+    assert_eq!(all.len(), 96);
+    assert!(
+        same(&all, 0),
+        "entries read from memory and from the log are the ones written"
+    );
+
+    for segment in std::fs::read_dir(dir.path()).unwrap() {
+        let path = segment.unwrap().path();
+        if path.extension().is_some_and(|e| e == "log") {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(0)
+                .unwrap();
+        }
+    }
+    let newest = reader.try_get_log_entries(80..96).await.unwrap();
+    assert_eq!(newest.len(), 16);
+    assert!(same(&newest, 80), "the newest entries come from memory");
+    assert!(
+        reader.try_get_log_entries(0..8).await.is_err(),
+        "the oldest entries are read from the (now empty) log: the memory kept is bounded"
+    );
+    drop(reader);
+    let _ = store.close().await;
+}
