@@ -280,7 +280,7 @@ async fn one_case(rng: &mut SplitMix, dir: &Path, case: usize, strict_caught_up:
         yielded.push((record.position, record.data.to_vec()));
     }
     assert!(
-        read(&mut tail, &mut yielded, &what).await == false,
+        !read(&mut tail, &mut yielded, &what).await,
         "{what}: a record past the end"
     );
     assert!(!want.is_empty());
