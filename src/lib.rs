@@ -127,7 +127,8 @@ pub use repair::{repair_log, scan_log, RepairOptions, TailScan};
 pub use repair::{repair_log_with_limit, scan_log_with_limit};
 pub use writer::{
     AsyncLogWriter, WriterOptions, WriterStats, DEFAULT_IDLE_SPIN, DEFAULT_MAX_BATCH_BYTES,
-    DEFAULT_MAX_QUEUED_BYTES, DEFAULT_SLOW_SYNC_THRESHOLD, DEFAULT_STREAM_STALL_TIMEOUT,
+    DEFAULT_MAX_QUEUED_BYTES, DEFAULT_PREALLOCATE_BYTES, DEFAULT_SLOW_SYNC_THRESHOLD,
+    DEFAULT_STREAM_STALL_TIMEOUT,
 };
 
 // Every Rust snippet of the README is compiled (and, unless `no_run`, run) as a test.

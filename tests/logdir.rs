@@ -897,3 +897,23 @@ async fn list_of_a_file_or_nothing_is_an_error() {
         Err(Error::Io(_))
     ));
 }
+
+/// A LogDir preallocates by default, and never more than a segment at a time: the
+/// writer's 1 MiB step is capped at `max_segment_bytes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn segments_are_preallocated_at_most_a_segment_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogDir::builder()
+        .max_segment_bytes(64 * 1024)
+        .open(dir.path())
+        .await
+        .unwrap();
+    let end = log.append(b"first").await.unwrap();
+    let active = dir.path().join(format!("{:06}.log", end.segment));
+    assert_eq!(std::fs::metadata(&active).unwrap().len(), 64 * 1024);
+    // A sealed segment is cut to its records.
+    let sealed = log.rotate().await.unwrap() - 1;
+    let sealed = dir.path().join(format!("{sealed:06}.log"));
+    assert_eq!(std::fs::metadata(&sealed).unwrap().len(), end.offset);
+    log.close().await.unwrap();
+}

@@ -34,6 +34,8 @@ const FIRST_ENV: &str = "WALCODEC_IN_PLACE_FIRST";
 /// The log number of the log written in place; the file's earlier log had 1.
 const LOG_NUMBER: u64 = 2;
 const TASK: u32 = 9;
+/// The segment size of the `dir-small` child's LogDir.
+const DIR_SMALL_SEGMENT_BYTES: u64 = 64 * 1024;
 
 fn records() -> u32 {
     std::env::var(RECORDS_ENV)
@@ -89,7 +91,7 @@ fn in_place_child() {
             });
         }
         "in-place" => write_in_place(Path::new(&path), count),
-        "dir-preallocated" | "dir-recycled" | "dir-both" => {
+        "dir-preallocated" | "dir-recycled" | "dir-both" | "dir-small" => {
             write_dir(Path::new(&path), &mode, count)
         }
         other => panic!("unknown mode {other}"),
@@ -128,7 +130,8 @@ fn write_in_place(path: &Path, count: u32) {
 
 /// A LogDir of 256 KiB segments, preallocated and/or recycling its segments; every
 /// 400 appends it purges what the follower (in the parent) has read, as its
-/// `follower.pos` file beside the directory says.
+/// `follower.pos` file beside the directory says. `dir-small`: 64 KiB segments,
+/// preallocated, no recycling.
 fn write_dir(dir: &Path, mode: &str, count: u32) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -137,13 +140,15 @@ fn write_dir(dir: &Path, mode: &str, count: u32) {
         .unwrap();
     runtime.block_on(async move {
         let mut options = LogDir::builder();
-        options.max_segment_bytes(256 * 1024);
-        if mode != "dir-recycled" {
-            let mut writer = WriterOptions::new();
-            writer.preallocate(1 << 20);
-            options.writer(writer);
+        options.max_segment_bytes(DIR_SMALL_SEGMENT_BYTES);
+        if mode != "dir-small" {
+            options.max_segment_bytes(256 * 1024);
         }
-        if mode != "dir-preallocated" {
+        let mut writer = WriterOptions::new();
+        // More than a segment: the LogDir preallocates a segment at a time.
+        writer.preallocate(if mode == "dir-recycled" { 0 } else { 1 << 20 });
+        options.writer(writer);
+        if mode == "dir-recycled" || mode == "dir-both" {
             options.recycle_segments(4);
         }
         let log = options.open(dir).await.unwrap();
@@ -523,6 +528,93 @@ fn a_killed_writer_reopened_is_followed_without_a_gap() {
             assert_eq!(record.position, *at);
         }
         assert!(tail.caught_up().await.unwrap());
+    });
+}
+
+/// The LogDir writer (small preallocated segments) killed with SIGKILL mid-stream
+/// while a follower in this process reads it: the follower has yielded every
+/// acknowledged record and only records that reopening the directory keeps; once
+/// the reopened log (which cuts the last segment's zeros) appends, it goes on
+/// without a gap, at the positions the appends returned.
+#[test]
+fn a_killed_log_dir_writer_reopened_is_followed_without_a_gap() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("log");
+    let mut child = spawn_child_of(&dir, "dir-small", 0, 10_000_000);
+    let acks = dir_acks(&mut child);
+    assert_eq!(acks.recv().unwrap(), None, "the child is ready");
+    let runtime = runtime();
+    runtime.block_on(async {
+        let mut follower = DirReader::open(&dir, LogPosition::START)
+            .await
+            .unwrap()
+            .follow()
+            .with_poll_interval(Duration::from_millis(1));
+        let mut got = Vec::new();
+        // Past a few segments (tens of records each), then anywhere in one.
+        let kill_after = 1_000 + std::process::id() % 1_000;
+        while got.len() < kill_after as usize {
+            let record = tokio::time::timeout(Duration::from_secs(60), follower.next())
+                .await
+                .expect("the follower keeps up")
+                .unwrap()
+                .unwrap();
+            got.push(record);
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        while !follower.caught_up().await.unwrap() {
+            got.push(follower.next().await.unwrap().unwrap());
+        }
+        // Every append is durable once acknowledged: all of them were yielded, and
+        // what was yielded is the child's records in order.
+        let acked: Vec<(u32, LogPosition)> = acks.iter().flatten().collect();
+        assert!(
+            acked.len() <= got.len(),
+            "an acknowledged record was not yielded: {} acknowledged, {} yielded",
+            acked.len(),
+            got.len()
+        );
+        for (i, record) in got.iter().enumerate() {
+            assert_eq!(verify(&record.data), Some((TASK, i as u32)), "record {i}");
+        }
+        for ((seq, end), record) in acked.iter().zip(&got) {
+            assert_eq!(*end, record.end, "record {seq} where it was acknowledged");
+        }
+        assert!(
+            got.last().unwrap().end.segment > 3,
+            "several segments were followed"
+        );
+
+        // Reopening cuts the last segment's zeros and torn tail: nothing the
+        // follower yielded goes.
+        let log = LogDir::builder()
+            .max_segment_bytes(DIR_SMALL_SEGMENT_BYTES)
+            .open(&dir)
+            .await
+            .unwrap();
+        let mut kept = log.read_from(LogPosition::START).unwrap();
+        let mut all = Vec::new();
+        while let Some(record) = kept.next_record().await {
+            all.push(record.unwrap());
+        }
+        assert_eq!(all, got, "reopening kept exactly what was yielded");
+        let mut ends = Vec::new();
+        for seq in 0..600 {
+            ends.push(log.append(make_record(TASK + 1, seq)).await.unwrap());
+        }
+        for (seq, end) in ends.iter().enumerate() {
+            let record = tokio::time::timeout(Duration::from_secs(20), follower.next())
+                .await
+                .expect("the follower goes on")
+                .unwrap()
+                .unwrap_or_else(|e| panic!("after the reopen, record {seq}: {e}"));
+            assert_eq!(verify(&record.data), Some((TASK + 1, seq as u32)));
+            assert_eq!(record.end, *end);
+        }
+        assert!(follower.caught_up().await.unwrap());
+        log.close().await.unwrap();
+        assert!(follower.caught_up().await.unwrap());
     });
 }
 

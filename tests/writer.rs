@@ -659,3 +659,30 @@ async fn a_preallocated_log_left_by_a_crash_reopens_at_its_end() {
         encode_all(records.iter().map(|r| &r[..]))
     );
 }
+
+/// A writer with no options preallocates (the fast path by default): the file is a
+/// whole step of zeros ahead of the log while it is open, and exactly the log once
+/// closed; `preallocate(0)` grows it with each write instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_writer_preallocates_and_close_cuts_the_zeros() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000001.log");
+    let log = AsyncLogWriter::create(&path).await.unwrap();
+    let end = log.append(b"first").await.unwrap().end;
+    let open_len = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(open_len, walcodec::DEFAULT_PREALLOCATE_BYTES);
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes[end as usize..].iter().all(|&b| b == 0));
+    assert_eq!(log.close().await.unwrap(), end);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), end);
+
+    let grown = dir.path().join("000002.log");
+    let log = WriterOptions::new()
+        .preallocate(0)
+        .create(&grown)
+        .await
+        .unwrap();
+    let end = log.append(b"first").await.unwrap().end;
+    assert_eq!(std::fs::metadata(&grown).unwrap().len(), end);
+    log.close().await.unwrap();
+}

@@ -96,7 +96,8 @@ impl Default for LogDirOptions {
 }
 
 impl LogDirOptions {
-    /// The defaults: 64 MiB segments, the writer's defaults, no automatic retention.
+    /// The defaults: 64 MiB segments, the writer's defaults (1 MiB of preallocation
+    /// at a time), no automatic retention.
     pub fn new() -> LogDirOptions {
         LogDirOptions::default()
     }
@@ -114,7 +115,10 @@ impl LogDirOptions {
     /// A [`format`](WriterOptions::format) with a recyclable log number is refused
     /// by [`open`](Self::open): each segment is its own log, numbered as its file
     /// ([`recycle_segments`](Self::recycle_segments) writes them recyclable).
-    /// With [`WriterOptions::preallocate`], a reader in another process
+    /// Segments are preallocated as [`WriterOptions::preallocate`] says (by default
+    /// 1 MiB at a time, and never more than `max_segment_bytes` at a time; a sealed
+    /// segment is cut to its length): pass `WriterOptions::new().preallocate(0)`
+    /// to grow them with each write instead. A reader in another process
     /// ([`DirReader::open`]) takes the zeros ahead of the writer for space not
     /// written yet: it waits at the last record before them and reads what the
     /// writer fills them with. Readers in the writer's process never read past the
@@ -136,11 +140,17 @@ impl LogDirOptions {
     }
 
     /// The writer options of a segment: [`writer`](Self::writer)'s, named after
-    /// the log unless they name themselves.
+    /// the log unless they name themselves, preallocating at most a segment at a
+    /// time (zeros past the segment's end would be written only to be cut when it
+    /// is sealed).
     fn segment_writer(&self) -> WriterOptions {
         let mut writer = self.writer.clone();
         if writer.name_in_use().is_empty() {
             writer.name(self.name.clone());
+        }
+        let step = writer.preallocate_in_use();
+        if step > self.max_segment_bytes {
+            writer.preallocate(self.max_segment_bytes);
         }
         writer
     }

@@ -62,6 +62,9 @@ pub const DEFAULT_MAX_BATCH_BYTES: usize = 1024 * 1024;
 /// Default bound on encoded bytes queued and not yet written: 4 MiB.
 pub const DEFAULT_MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
 
+/// Default step of [`WriterOptions::preallocate`]: 1 MiB.
+pub const DEFAULT_PREALLOCATE_BYTES: u64 = 1 << 20;
+
 /// Default time the flusher watches for new work before sleeping: 50 µs.
 pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(50);
 
@@ -110,7 +113,7 @@ impl Default for WriterOptions {
             max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
             min_sync_interval: None,
             idle_spin: DEFAULT_IDLE_SPIN,
-            preallocate: 0,
+            preallocate: DEFAULT_PREALLOCATE_BYTES,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             format: crate::LogFormat::leveldb(),
             stream_stall_timeout: DEFAULT_STREAM_STALL_TIMEOUT,
@@ -138,7 +141,7 @@ impl From<&WriterOptions> for WriterOptions {
 
 impl WriterOptions {
     /// The defaults: 1 MiB batches, 4 MiB of queue, no minimum sync interval, 50 µs of
-    /// idle spin.
+    /// idle spin, 1 MiB of preallocation.
     pub fn new() -> WriterOptions {
         WriterOptions::default()
     }
@@ -203,21 +206,28 @@ impl WriterOptions {
     }
 
     /// Grow the file ahead of the log, `bytes` at a time, with zeros that are written
-    /// and synced before any record lands in them (default 0: off; the file grows
-    /// with each write).
+    /// and synced before any record lands in them (default
+    /// [`DEFAULT_PREALLOCATE_BYTES`], 1 MiB; `preallocate(0)` turns it off, and the
+    /// file then grows with each write).
     ///
     /// Why: on a growing file every `fdatasync` must also commit the new file size
     /// (a filesystem journal commit); overwriting space that already exists only
-    /// flushes data, which makes each sync markedly cheaper (about 1.4x more
-    /// write + sync rounds per second on ext4 here, and 1.4x to 2x more group-committed
-    /// appends; `benches/peers`, durable). okaywal and RocksDB (`fallocate` + recycled
-    /// logs) do the same.
+    /// flushes data, which makes each sync markedly cheaper: durable appends of
+    /// 100-byte records ran at 1.3x to 1.5x the appends/s of a growing file from one
+    /// task and 1.6x to 4x from 64 (`benches/preallocate.rs`, paired rounds; the
+    /// README's Performance section has the figures). okaywal (1 MiB segments
+    /// written ahead), RocksDB and Pebble (`fallocate` of the WAL, recycled logs) do
+    /// the same. The cost: a file takes up to one step more space on disk while the
+    /// writer is open, and a step's zeros are written and synced by the append that
+    /// first needs them (the first step when the file is opened).
     ///
     /// The zeros are a valid log tail: LevelDB's reader and
     /// [`LogDecoder`](crate::LogDecoder) skip zero fill without reporting it,
     /// [`AsyncLogWriter::close`] (and dropping the last handle) cuts the file back to
     /// the log's length, and [`open`](Self::open) cuts what a crash leaves behind,
-    /// a record cut short inside the zeros included.
+    /// a record cut short inside the zeros included. A reader that opens the file
+    /// after a crash (before a writer reopens it) reads the zeros as the log's clean
+    /// end; `walcodec verify` says `tail: zeros`.
     ///
     /// A [`LogTailer`](crate::LogTailer) follows a live preallocated file, in this
     /// process or another: the zeros past the last record are space the writer has
@@ -226,7 +236,8 @@ impl WriterOptions {
     /// result is for a live log (a read that overtakes the writer may see a
     /// record's later fragments but not its start).
     ///
-    /// A value below [`BLOCK_SIZE`](crate::BLOCK_SIZE) is rounded up to it.
+    /// A value below [`BLOCK_SIZE`](crate::BLOCK_SIZE) is rounded up to it. A
+    /// [`LogDir`](crate::LogDir) preallocates at most its segment size at a time.
     pub fn preallocate(&mut self, bytes: u64) -> &mut Self {
         self.preallocate = if bytes == 0 {
             0
@@ -244,6 +255,11 @@ impl WriterOptions {
     pub fn max_record_bytes(&mut self, bytes: usize) -> &mut Self {
         self.max_record_bytes = bytes;
         self
+    }
+
+    /// The step set by [`preallocate`](Self::preallocate) (0: off).
+    pub(crate) fn preallocate_in_use(&self) -> u64 {
+        self.preallocate
     }
 
     /// The format set by [`format`](Self::format).

@@ -1,0 +1,332 @@
+//! Following a live `LogDir`: how long after `append` returns a follower yields the
+//! record, and what a follower costs the writer.
+//!
+//! 100-byte records from 1 and 64 tasks, each awaiting its append, into a `LogDir`
+//! (default 64 MiB segments) preallocated (the default) and growing
+//! (`preallocate(0)`), followed
+//!
+//! - in the writer's process: `LogDir::read_from(..).follow()`, woken by the durable
+//!   end (never past it);
+//! - in another process: `DirReader::open(..).follow()` polling every 1 ms (this
+//!   bench binary run again as the follower).
+//!
+//! Follow latency is the time from an append returning in the writer to the
+//! follower yielding that record (both clocks are the system's wall clock, so the
+//! other process's figures compare). A follower in the writer's process is woken
+//! by the same durable-end update that releases the append, so it may yield the
+//! record before the appending task runs again: those count as 0.
+//!
+//! The writer's cost: appends/s with each follower against appends/s with none, in
+//! the same rounds (each configuration first in turn), medians of per-round ratios.
+//! The issue's goal: following costs the writer at most 5%.
+//!
+//! ```text
+//! cargo bench -p walcodec-benches --bench follow -- zzz_nomatch   # the tables only
+//! ```
+//!
+//! Files go to `WALCODEC_BENCH_DIR`, else the system temp dir: it must be on a real
+//! disk (not tmpfs), or syncs cost nothing and the comparison means nothing.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use criterion::Criterion;
+use futures::StreamExt;
+use walcodec::{DirReader, LogDir, LogPosition, WriterOptions, DEFAULT_PREALLOCATE_BYTES};
+
+#[path = "common/durable.rs"]
+mod durable;
+
+use durable::{bench_dir, fresh_path, median, record, runtime};
+
+const TASKS: [usize; 2] = [1, 64];
+/// Rounds per configuration (`WALCODEC_FOLLOW_ROUNDS` sets another count).
+fn rounds() -> usize {
+    std::env::var("WALCODEC_FOLLOW_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(5)
+}
+const ROUND_TIME: Duration = Duration::from_millis(300);
+const POLL_INTERVAL: Duration = Duration::from_millis(1);
+/// Set in the follower child: the directory to follow.
+const CHILD_ENV: &str = "WALCODEC_FOLLOW_BENCH_CHILD";
+/// Set in the follower child: how many records to follow.
+const COUNT_ENV: &str = "WALCODEC_FOLLOW_BENCH_COUNT";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Follower {
+    None,
+    InProcess,
+    OtherProcess,
+}
+
+impl Follower {
+    fn name(self) -> &'static str {
+        match self {
+            Follower::None => "none",
+            Follower::InProcess => "writer's process",
+            Follower::OtherProcess => "other process, 1 ms poll",
+        }
+    }
+}
+
+/// The wall clock in nanoseconds: comparable between the writer and the follower
+/// child, which `Instant` is not.
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// A record's (task, seq), as `durable::record` writes them.
+fn key(data: &[u8]) -> (u64, u64) {
+    (
+        u64::from_le_bytes(data[..8].try_into().unwrap()),
+        u64::from_le_bytes(data[8..16].try_into().unwrap()),
+    )
+}
+
+/// What one run measured: the writer's appends/s and, with a follower, each
+/// record's follow latency.
+struct Run {
+    appends_per_second: f64,
+    latencies: Vec<Duration>,
+}
+
+/// The follower child: follows the directory for `count` records, then prints
+/// `task seq yielded_ns` per record (after the run, so printing costs nothing while
+/// the writer is measured).
+fn child(dir: PathBuf, count: usize) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let yielded = runtime.block_on(async move {
+        let mut follower = DirReader::open(&dir, LogPosition::START)
+            .await
+            .unwrap()
+            .follow()
+            .with_poll_interval(POLL_INTERVAL);
+        println!("ready");
+        std::io::stdout().flush().unwrap();
+        let mut yielded = Vec::with_capacity(count);
+        for _ in 0..count {
+            let record = follower.next().await.unwrap().unwrap();
+            yielded.push((key(&record.data), now_ns()));
+        }
+        yielded
+    });
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for ((task, seq), at) in yielded {
+        writeln!(out, "{task} {seq} {at}").unwrap();
+    }
+}
+
+/// `iters` appends from `tasks` tasks into a fresh `LogDir`, with `follower`
+/// following it; opening, the child's start and the latency bookkeeping are
+/// untimed.
+async fn run(dir: &Path, tasks: usize, iters: u64, preallocate: u64, follower: Follower) -> Run {
+    let path = fresh_path(dir).with_extension("dir");
+    let mut writer = WriterOptions::new();
+    writer.preallocate(preallocate);
+    let log = LogDir::builder().writer(writer).open(&path).await.unwrap();
+
+    let mut child = None;
+    let mut in_process = None;
+    match follower {
+        Follower::None => {}
+        Follower::InProcess => {
+            let mut reader = log.read_from(LogPosition::START).unwrap().follow();
+            in_process = Some(tokio::spawn(async move {
+                let mut yielded = Vec::with_capacity(iters as usize);
+                for _ in 0..iters {
+                    let record = reader.next().await.unwrap().unwrap();
+                    yielded.push((key(&record.data), now_ns()));
+                }
+                yielded
+            }));
+        }
+        Follower::OtherProcess => {
+            let mut process = Command::new(std::env::current_exe().unwrap())
+                .env(CHILD_ENV, &path)
+                .env(COUNT_ENV, iters.to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut lines = BufReader::new(process.stdout.take().unwrap()).lines();
+            // Blocking is fine: `run` goes through `Runtime::block_on`, whose thread
+            // is none of the runtime's workers.
+            assert_eq!(lines.next().unwrap().unwrap(), "ready");
+            child = Some((process, lines));
+        }
+    }
+
+    let start = Instant::now();
+    let mut handles = Vec::with_capacity(tasks);
+    for task in 0..tasks {
+        let appends = iters / tasks as u64 + u64::from((task as u64) < iters % tasks as u64);
+        let log = log.clone();
+        handles.push(tokio::spawn(async move {
+            let mut acked = Vec::with_capacity(appends as usize);
+            for seq in 0..appends {
+                log.append(record(task, seq)).await.unwrap();
+                acked.push(((task as u64, seq), now_ns()));
+            }
+            acked
+        }));
+    }
+    let mut acked = HashMap::with_capacity(iters as usize);
+    for handle in handles {
+        acked.extend(handle.await.unwrap());
+    }
+    let elapsed = start.elapsed();
+
+    let yielded: Vec<((u64, u64), u64)> = match follower {
+        Follower::None => Vec::new(),
+        Follower::InProcess => tokio::time::timeout(Duration::from_secs(60), in_process.unwrap())
+            .await
+            .expect("the follower keeps up")
+            .unwrap(),
+        Follower::OtherProcess => {
+            let (mut process, lines) = child.unwrap();
+            let yielded = tokio::task::spawn_blocking(move || {
+                lines
+                    .map(|line| {
+                        let line = line.unwrap();
+                        let f: Vec<u64> = line.split(' ').map(|n| n.parse().unwrap()).collect();
+                        ((f[0], f[1]), f[2])
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .unwrap();
+            assert!(process.wait().unwrap().success());
+            yielded
+        }
+    };
+    if follower != Follower::None {
+        assert_eq!(
+            yielded.len(),
+            iters as usize,
+            "the follower yields every record"
+        );
+    }
+    let latencies = yielded
+        .iter()
+        .map(|(key, at)| Duration::from_nanos(at.saturating_sub(acked[key])))
+        .collect();
+    log.close().await.unwrap();
+    std::fs::remove_dir_all(&path).unwrap();
+    Run {
+        appends_per_second: iters as f64 / elapsed.as_secs_f64(),
+        latencies,
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn benches(c: &mut Criterion, dir: &Path) {
+    let runtime = runtime();
+    let mut group = c.benchmark_group("follow");
+    group.sample_size(10);
+    for (name, follower) in [
+        ("no_follower", Follower::None),
+        ("in_process", Follower::InProcess),
+    ] {
+        group.bench_function(format!("logdir_1_task_{name}"), |b| {
+            b.iter_custom(|iters| {
+                let run = runtime.block_on(run(dir, 1, iters, DEFAULT_PREALLOCATE_BYTES, follower));
+                Duration::from_secs_f64(iters as f64 / run.appends_per_second)
+            })
+        });
+    }
+    group.finish();
+}
+
+fn tables(dir: &Path) {
+    let runtime = runtime();
+    println!();
+    println!(
+        "paired: {} rounds of about {} ms per configuration, each configuration \
+         first in turn; cost ratios are medians of per-round ratios to no follower; \
+         latencies pooled over the rounds",
+        rounds(),
+        ROUND_TIME.as_millis()
+    );
+    println!();
+    println!(
+        "| tasks | segments | follower | follow p50 | follow p99 | writer appends/s | \
+         vs no follower |"
+    );
+    println!("|---:|---|---|---:|---:|---:|---:|");
+    for tasks in TASKS {
+        for (label, step) in [("preallocated", DEFAULT_PREALLOCATE_BYTES), ("growing", 0)] {
+            let probe = runtime.block_on(run(dir, tasks, 50 * tasks as u64, step, Follower::None));
+            let iters =
+                (probe.appends_per_second * ROUND_TIME.as_secs_f64()).max(tasks as f64) as u64;
+            let mut order = [Follower::None, Follower::InProcess, Follower::OtherProcess];
+            let mut rates: HashMap<&str, Vec<f64>> = HashMap::new();
+            let mut ratios: HashMap<&str, Vec<f64>> = HashMap::new();
+            let mut latencies: HashMap<&str, Vec<Duration>> = HashMap::new();
+            for _ in 0..rounds() {
+                let mut round = HashMap::new();
+                for follower in order {
+                    let run = runtime.block_on(run(dir, tasks, iters, step, follower));
+                    let name = follower.name();
+                    round.insert(name, run.appends_per_second);
+                    rates.entry(name).or_default().push(run.appends_per_second);
+                    latencies.entry(name).or_default().extend(run.latencies);
+                }
+                for follower in [Follower::InProcess, Follower::OtherProcess] {
+                    let name = follower.name();
+                    ratios
+                        .entry(name)
+                        .or_default()
+                        .push(round[name] / round[Follower::None.name()]);
+                }
+                order.rotate_left(1);
+            }
+            for follower in [Follower::None, Follower::InProcess, Follower::OtherProcess] {
+                let name = follower.name();
+                let rate = median(rates[name].clone());
+                if follower == Follower::None {
+                    println!("| {tasks} | {label} | {name} | | | {rate:.0} | |");
+                    continue;
+                }
+                let mut sorted = latencies.remove(name).unwrap();
+                sorted.sort_unstable();
+                println!(
+                    "| {tasks} | {label} | {name} | {:.0} µs | {:.0} µs | {rate:.0} | {:.3}x |",
+                    percentile(&sorted, 0.5).as_secs_f64() * 1e6,
+                    percentile(&sorted, 0.99).as_secs_f64() * 1e6,
+                    median(ratios[name].clone()),
+                );
+            }
+        }
+    }
+}
+
+fn main() {
+    if let Some(dir) = std::env::var_os(CHILD_ENV) {
+        let count = std::env::var(COUNT_ENV).unwrap().parse().unwrap();
+        child(PathBuf::from(dir), count);
+        return;
+    }
+    let dir = tempfile::tempdir_in(bench_dir()).unwrap();
+    let mut criterion = Criterion::default().configure_from_args();
+    benches(&mut criterion, dir.path());
+    criterion.final_summary();
+    // Not in `cargo bench --no-run`, nor when criterion only lists or tests.
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--list" || a == "--test") {
+        tables(dir.path());
+    }
+}
