@@ -125,6 +125,8 @@ mod tailing;
 mod tailing_cut;
 #[path = "tailing_in_place.rs"]
 mod tailing_in_place;
+#[path = "tailing_seam.rs"]
+mod tailing_seam;
 #[path = "writer.rs"]
 mod writer;
 #[path = "zeroed_blocks.rs"]

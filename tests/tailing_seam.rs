@@ -15,8 +15,8 @@
 //! `TAILING_SEAM_CASES` sets the number of cases (default 60), `TAILING_SEAM_SEED`
 //! replays a run (the seed is printed).
 
-mod power_support;
-mod writer_support;
+use crate::power_support;
+use crate::writer_support;
 
 use std::os::unix::fs::FileExt;
 use std::path::Path;
