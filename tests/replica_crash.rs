@@ -179,7 +179,7 @@ async fn a_replica_killed_mid_sync_reopens_as_a_durable_prefix_and_resumes_ident
             }
         }
     });
-    let mut rng = Rng::new(0x5eed_29);
+    let mut rng = Rng::new(29);
     let mut durable = LogPosition::START;
     for round in 0..rounds {
         let reports = rng.range(1, 12) as usize;
