@@ -149,9 +149,8 @@ async fn a_replica_killed_mid_sync_reopens_as_a_durable_prefix_and_resumes_ident
     // Where each record ends, in order (one appending task keeps them in order).
     let ends = Arc::new(std::sync::Mutex::new(Vec::new()));
     for i in 0..300 {
-        ends.lock()
-            .unwrap()
-            .push(log.append(record(i)).await.unwrap());
+        let end = log.append(record(i)).await.unwrap();
+        ends.lock().unwrap().push(end);
     }
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -223,9 +222,6 @@ async fn a_replica_killed_mid_sync_reopens_as_a_durable_prefix_and_resumes_ident
             "segment {number} differs"
         );
     }
-    let all = ends.lock().unwrap().len();
-    assert_eq!(
-        check_prefix(p.path(), r.path(), &ends.lock().unwrap()).await,
-        all
-    );
+    let all = ends.lock().unwrap().clone();
+    assert_eq!(check_prefix(p.path(), r.path(), &all).await, all.len());
 }
