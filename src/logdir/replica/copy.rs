@@ -260,16 +260,19 @@ impl Replica {
                     }
                 }
                 Message::Sealed { len } => {
-                    let Some(mut current) = stream.take() else {
+                    let Some(current) = stream.as_ref() else {
                         return Err(wire::protocol("a seal outside a segment"));
                     };
+                    // Refused with the stream kept, so what it wrote is still made
+                    // durable and reported before sync_from returns.
                     if len != self.len || !current.pending.is_empty() {
                         return Err(wire::protocol(
                             "the primary sealed a segment where no record of the replica ends",
                         ));
                     }
-                    self.make_durable(&mut current).await?;
-                    drop(current);
+                    if let Some(mut current) = stream.take() {
+                        self.make_durable(&mut current).await?;
+                    }
                     self.next_segment(self.segment + 1).await?;
                 }
             }
@@ -296,6 +299,10 @@ impl Replica {
     /// Checks where the primary starts sending against the replica's end, and opens
     /// the segment to copy on.
     async fn start_segment(&mut self, segment: u64, offset: u64) -> Result<Stream, Error> {
+        if segment == 0 || segment == u64::MAX {
+            // A LogDir numbers its segments from 1, and each has a next one.
+            return Err(wire::protocol("a segment number no log directory has"));
+        }
         if self.is_empty() && offset == 0 && segment != self.segment {
             // A new replica takes the primary's numbering: its empty segment goes
             // first, so a crash never leaves two with a hole between them.
