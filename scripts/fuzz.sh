@@ -30,7 +30,7 @@ max_len() {
 # edge coverage and valid seeds still guide them. recordio keeps it.
 flags() {
   case "$1" in
-    log_* | rocksdb_*) echo "-s none --no-trace-compares" ;;
+    log_* | rocksdb_* | replica_*) echo "-s none --no-trace-compares" ;;
     *) echo "-s none" ;;
   esac
 }
@@ -64,6 +64,11 @@ for f in tests/data/rocksdb-wal/*/*.log; do
     seed rocksdb_decoder "$name-edge"
 done
 printf '\x003\nfoo0\n5\nhello' | seed recordio seed
+# replica_sync: [mode][split][chunk][size pairs][damage]: a stream built from records
+# (modes 2, 3), with small and large messages; a raw stream after a valid hello (1).
+printf '\x02\x02\x03\x10\x00\xff\x03\x40\x01\x00\x00\x80\x06' | seed replica_sync structured
+printf '\x02\x01\x00\x10\x00\xff\x02' | seed replica_sync small-messages
+printf '\x01S\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00D\x05\x00\x00\x00abcde' | seed replica_sync raw
 # log_roundtrip: record sizes (byte, shift pairs), then damage triples.
 printf '\x10\x00\xff\x7f\x00\x00\x01\x00' | seed log_roundtrip sizes
 printf '\x10\x00\xff\x7f\x00\x00\x01\x00\x00\x05\x01\x80' | seed log_roundtrip damaged

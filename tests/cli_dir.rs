@@ -469,3 +469,57 @@ async fn a_recycling_directory_reads_as_written() {
     assert_eq!(code(&cat), 0, "{}", stderr(&cat));
     assert_eq!(cat.stdout, expected);
 }
+
+/// Syncs `replica` from `log` over an in-memory stream until it holds `target`.
+async fn replicate_to(log: &LogDir, replica: &mut walcodec::Replica, target: LogPosition) {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let serving = tokio::spawn({
+        let log = log.clone();
+        async move { log.serve_replica(a).await }
+    });
+    let mut end = replica.durable_end();
+    tokio::select! {
+        synced = replica.sync_from(b) => assert_eq!(synced.unwrap(), target),
+        reached = end.wait_for(|&end| end >= target) => { reached.unwrap(); }
+    }
+    serving.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn verify_finds_a_replica_directory_clean_mid_segment_and_whole() {
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = LogDir::builder()
+        .max_segment_bytes(512)
+        .open(p.path())
+        .await
+        .unwrap();
+    let mut middle = LogPosition::START;
+    for i in 0..RECORDS {
+        let end = log.append(payload(i)).await.unwrap();
+        if i == RECORDS / 2 {
+            middle = end;
+        }
+    }
+    let mut replica = walcodec::Replica::open(r.path()).await.unwrap();
+    // Stopped inside a segment: its last segment ends at a record, not sealed.
+    replicate_to(&log, &mut replica, middle).await;
+    assert!(replica.end().offset > 0);
+    replica.close().await.unwrap();
+    let verify = run(&["verify", path_str(r.path())]);
+    let out = stdout(&verify);
+    assert_eq!(code(&verify), 0, "{out}{}", stderr(&verify));
+    assert!(out.ends_with("result: clean\n"), "{out}");
+    // Whole: the same segments as the primary's, all clean.
+    let mut replica = walcodec::Replica::open(r.path()).await.unwrap();
+    let end = log.close().await.unwrap();
+    replicate_to(&log, &mut replica, end).await;
+    replica.close().await.unwrap();
+    let verify = run(&["verify", path_str(r.path())]);
+    let out = stdout(&verify);
+    assert_eq!(code(&verify), 0, "{out}{}", stderr(&verify));
+    let segments = segment_count(p.path());
+    assert_eq!(segment_count(r.path()), segments);
+    assert_eq!(out.matches("result: clean").count(), segments + 1, "{out}");
+    assert!(out.contains("holes: none\nbadly sealed: none\n"), "{out}");
+    assert_eq!(records(r.path()).await.len(), RECORDS);
+}

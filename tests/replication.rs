@@ -686,3 +686,50 @@ async fn hostile_primaries_get_typed_errors_and_write_nothing() {
     assert_eq!(replica.end(), at);
     assert_prefix(p.path(), r.path());
 }
+
+#[tokio::test]
+async fn a_refused_seal_still_reports_the_records_written_before_it() {
+    // Found by the replica_sync fuzz target: a seal refused mid-stream dropped the
+    // segment's unsynced records without reporting them, so `end()` lagged what the
+    // replica held.
+    let r = tempfile::tempdir().unwrap();
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    let mut log = bytes::BytesMut::new();
+    let end = walcodec::LogEncoder::with_offset(0)
+        .encode_record(b"first", &mut log)
+        .end;
+    let mut body = segment_message(1, 0);
+    body.extend(data_message(&log));
+    body.push(b'E');
+    body.extend_from_slice(&(end + 1).to_le_bytes());
+    let result = from_fake_primary(&mut replica, REPLICATION_PROTOCOL_VERSION, body).await;
+    assert!(
+        matches!(result, Err(Error::ReplicaProtocol { .. })),
+        "{result:?}"
+    );
+    assert_eq!(replica.end(), LogPosition::new(1, end));
+    assert_eq!(*replica.durable_end().borrow(), LogPosition::new(1, end));
+}
+
+#[tokio::test]
+async fn a_segment_numbered_0_or_the_last_number_is_refused_and_the_replica_kept() {
+    // Found by the replica_sync fuzz target: an empty replica took segment 0 from a
+    // primary, a number no log directory lists, and was left without segments.
+    for number in [0, u64::MAX] {
+        let r = tempfile::tempdir().unwrap();
+        let mut replica = Replica::open(r.path()).await.unwrap();
+        let result = from_fake_primary(
+            &mut replica,
+            REPLICATION_PROTOCOL_VERSION,
+            segment_message(number, 0),
+        )
+        .await;
+        assert!(
+            matches!(result, Err(Error::ReplicaProtocol { .. })),
+            "{result:?}"
+        );
+        replica.close().await.unwrap();
+        let listed = LogDir::list(r.path()).unwrap().segments;
+        assert_eq!(listed.len(), 1, "{number}: {listed:?}");
+    }
+}

@@ -63,6 +63,8 @@ pub struct LogDirOptions {
     writer: WriterOptions,
     retain_bytes: Option<u64>,
     retain_age: Option<Duration>,
+    replica_retain_bytes: Option<u64>,
+    replica_timeout: Duration,
     recycle_segments: usize,
     storage: Arc<dyn DirStorage>,
     name: String,
@@ -75,6 +77,8 @@ impl fmt::Debug for LogDirOptions {
             .field("writer", &self.writer)
             .field("retain_bytes", &self.retain_bytes)
             .field("retain_age", &self.retain_age)
+            .field("replica_retain_bytes", &self.replica_retain_bytes)
+            .field("replica_timeout", &self.replica_timeout)
             .field("recycle_segments", &self.recycle_segments)
             .field("name", &self.name)
             .finish_non_exhaustive()
@@ -88,6 +92,8 @@ impl Default for LogDirOptions {
             writer: WriterOptions::new(),
             retain_bytes: None,
             retain_age: None,
+            replica_retain_bytes: None,
+            replica_timeout: replica::DEFAULT_TIMEOUT,
             recycle_segments: 0,
             storage: Arc::new(OsDirStorage),
             name: String::new(),
@@ -168,6 +174,39 @@ impl LogDirOptions {
     /// needs are kept. [`LogDir::enforce_retention`] applies it on demand.
     pub fn retain_age(&mut self, age: Duration) -> &mut Self {
         self.retain_age = Some(age);
+        self
+    }
+
+    /// Keep at most `bytes` of segments for connected replicas beyond what purges
+    /// leave (default: no limit), so a slow or stalled replica cannot fill the disk.
+    ///
+    /// A replica served by [`LogDir::serve_replica`] pins the segment it is being
+    /// sent and every later one against purges ([`purge_before`](LogDir::purge_before),
+    /// [`retain_bytes`](Self::retain_bytes), [`retain_age`](Self::retain_age)). At
+    /// each purge, the sealed segments it would delete but a connected replica
+    /// still needs are kept while together they hold at most `bytes`; past that,
+    /// the oldest of them are deleted until the rest fit, and each replica that
+    /// needed one is cut off: its [`serve_replica`](LogDir::serve_replica) and
+    /// [`sync_from`](crate::Replica::sync_from) fail with
+    /// [`Error::ReplicaTooFarBehind`] (so does every later connection of it: seed
+    /// it again), after sending no byte read once the segment was released. With
+    /// [`retain_bytes`](Self::retain_bytes), the sealed segments then hold at most
+    /// about `retain_bytes + bytes`. A [`DirReader`]'s pins are not limited.
+    pub fn replica_retain_bytes(&mut self, bytes: u64) -> &mut Self {
+        self.replica_retain_bytes = Some(bytes);
+        self
+    }
+
+    /// How long [`LogDir::serve_replica`] waits for a replica (default 10 s): for
+    /// its hello, and for it to take each message (a replica that reads nothing
+    /// while the socket's buffers are full). An idle primary sends a heartbeat
+    /// every quarter of it, at most every 500 ms, so keep it at most the replicas'
+    /// own [`Replica::set_timeout`](crate::Replica::set_timeout) (a replica whose
+    /// timeout is shorter than the heartbeat interval takes an idle primary for a
+    /// stalled one). Past it, `serve_replica` fails with
+    /// [`Error::ReplicaProtocol`]. A zero duration is taken as 1 ms.
+    pub fn replica_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.replica_timeout = timeout.max(Duration::from_millis(1));
         self
     }
 
@@ -296,6 +335,7 @@ impl LogDirOptions {
                     active: recovered.active,
                     sealed: recovered.sealed,
                     pins: BTreeMap::new(),
+                    replica_pins: BTreeMap::new(),
                     truncations: Vec::new(),
                     purged_through: recovered.purged_through,
                     pool: recovered.pool,
@@ -452,6 +492,9 @@ pub(crate) struct Catalog {
     pub(crate) sealed: BTreeMap<u64, u64>,
     /// Segments readers still need, with how many readers need each.
     pub(crate) pins: BTreeMap<u64, usize>,
+    /// The same for connected replicas: kept up to
+    /// [`replica_retain_bytes`](LogDirOptions::replica_retain_bytes).
+    pub(crate) replica_pins: BTreeMap<u64, usize>,
     /// Every truncation so far, for readers to check their position against.
     pub(crate) truncations: Vec<LogPosition>,
     /// The end of the last segment purged: positions from there to the start of
@@ -474,13 +517,53 @@ impl Catalog {
     }
 
     pub(crate) fn unpin(&mut self, segment: u64) {
-        if let Some(count) = self.pins.get_mut(&segment) {
-            *count -= 1;
-            if *count == 0 {
-                self.pins.remove(&segment);
-            }
+        unpin_in(&mut self.pins, segment);
+    }
+
+    pub(crate) fn pin_for_replica(&mut self, segment: u64) {
+        *self.replica_pins.entry(segment).or_default() += 1;
+    }
+
+    pub(crate) fn unpin_for_replica(&mut self, segment: u64) {
+        unpin_in(&mut self.replica_pins, segment);
+    }
+}
+
+fn unpin_in(pins: &mut BTreeMap<u64, usize>, segment: u64) {
+    if let Some(count) = pins.get_mut(&segment) {
+        *count -= 1;
+        if *count == 0 {
+            pins.remove(&segment);
         }
     }
+}
+
+/// The first of a purge's `victims` (sealed segments, oldest first, with their
+/// lengths) to keep for the replicas pinning from `pinned` on: those it would delete
+/// from `pinned` on, but for the oldest while they hold more than `limit` bytes
+/// together. Every victim before the segment returned is deleted.
+fn replica_keep_from(victims: &[(u64, u64)], pinned: Option<u64>, limit: Option<u64>) -> u64 {
+    let Some(pinned) = pinned else {
+        return u64::MAX;
+    };
+    let Some(limit) = limit else {
+        return pinned;
+    };
+    let held: Vec<(u64, u64)> = victims
+        .iter()
+        .copied()
+        .filter(|&(segment, _)| segment >= pinned)
+        .collect();
+    let mut bytes: u64 = held.iter().map(|&(_, len)| len).sum();
+    let mut keep_from = pinned;
+    for (segment, len) in held {
+        if bytes <= limit {
+            break;
+        }
+        bytes -= len;
+        keep_from = segment + 1;
+    }
+    keep_from
 }
 
 /// See [`Catalog::resolve`].
@@ -846,12 +929,19 @@ impl LogDir {
                 .copied()
                 .unwrap_or(u64::MAX)
                 .min(catalog.active);
-            let victims: Vec<u64> = catalog
+            let mut victims: Vec<(u64, u64)> = catalog
                 .sealed
                 .range(..limit)
                 .take_while(|(&segment, &len)| LogPosition::new(segment, len) <= pos)
-                .map(|(&segment, _)| segment)
+                .map(|(&segment, &len)| (segment, len))
                 .collect();
+            let keep_from = replica_keep_from(
+                &victims,
+                catalog.replica_pins.keys().next().copied(),
+                self.inner.options.replica_retain_bytes,
+            );
+            victims.retain(|&(segment, _)| segment < keep_from);
+            let victims: Vec<u64> = victims.into_iter().map(|(segment, _)| segment).collect();
             if let Some(&last) = victims.last() {
                 catalog.first = last + 1;
             }

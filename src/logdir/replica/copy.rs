@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite, AsyncWriteExt};
@@ -77,6 +78,8 @@ pub struct Replica {
     /// Its length: the end of its last complete record, synced.
     len: u64,
     end: watch::Sender<LogPosition>,
+    /// How long [`sync_from`](Self::sync_from) waits for the primary.
+    timeout: Duration,
 }
 
 /// One segment being copied.
@@ -118,7 +121,21 @@ impl Replica {
             segment: recovered.active,
             len: recovered.active_len,
             end: watch::channel(end).0,
+            timeout: wire::DEFAULT_TIMEOUT,
         })
+    }
+
+    /// How long [`sync_from`](Self::sync_from) waits for the primary (default
+    /// 10 s): for its hello, to take the replica's, and then for each message, a
+    /// whole one (at most 1 MiB) within the time. Past it, `sync_from` fails with
+    /// [`Error::ReplicaProtocol`], having written only what verified. An idle
+    /// primary sends a heartbeat every quarter of its own
+    /// [`replica_timeout`](crate::LogDirOptions::replica_timeout), at most every
+    /// 500 ms: keep this longer than that interval. A zero duration is taken as
+    /// 1 ms.
+    pub fn set_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.timeout = timeout.max(Duration::from_millis(1));
+        self
     }
 
     /// The replica's directory.
@@ -189,10 +206,18 @@ impl Replica {
             from_replica: true,
             position,
         };
-        if wr.write_all(&hello.encode()).await.is_err() || wr.flush().await.is_err() {
-            return Ok(self.end());
+        let send = async {
+            wr.write_all(&hello.encode()).await?;
+            wr.flush().await
+        };
+        match tokio::time::timeout(self.timeout, send).await {
+            Err(_) => return Err(wire::protocol("the primary took no hello in time")),
+            Ok(Err(_)) => return Ok(self.end()),
+            Ok(Ok(())) => {}
         }
-        wire::read_hello(&mut rd).await?.check(false)?;
+        wire::read_hello(&mut rd, self.timeout)
+            .await?
+            .check(false)?;
         let mut stream: Option<Stream> = None;
         let result = self.pull(&mut rd, &mut stream).await;
         // Whatever ended the pull, what was written is made durable and reported,
@@ -209,14 +234,13 @@ impl Replica {
         stream: &mut Option<Stream>,
     ) -> Result<(), Error> {
         loop {
-            let message =
-                match tokio::time::timeout(wire::STALL_TIMEOUT, wire::read_message(rd)).await {
-                    Err(_) => return Err(wire::protocol("no message from the primary in time")),
-                    // The connection ended, between messages or inside one.
-                    Ok(Ok(None)) | Ok(Err(Error::Io(_))) => return Ok(()),
-                    Ok(Err(e)) => return Err(e),
-                    Ok(Ok(Some(message))) => message,
-                };
+            let message = match tokio::time::timeout(self.timeout, wire::read_message(rd)).await {
+                Err(_) => return Err(wire::protocol("no message from the primary in time")),
+                // The connection ended, between messages or inside one.
+                Ok(Ok(None)) | Ok(Err(Error::Io(_))) => return Ok(()),
+                Ok(Err(e)) => return Err(e),
+                Ok(Ok(Some(message))) => message,
+            };
             match message {
                 Message::Heartbeat => {}
                 Message::Refused(refusal) => return Err(refusal.into_error()),
@@ -236,16 +260,19 @@ impl Replica {
                     }
                 }
                 Message::Sealed { len } => {
-                    let Some(mut current) = stream.take() else {
+                    let Some(current) = stream.as_ref() else {
                         return Err(wire::protocol("a seal outside a segment"));
                     };
+                    // Refused with the stream kept, so what it wrote is still made
+                    // durable and reported before sync_from returns.
                     if len != self.len || !current.pending.is_empty() {
                         return Err(wire::protocol(
                             "the primary sealed a segment where no record of the replica ends",
                         ));
                     }
-                    self.make_durable(&mut current).await?;
-                    drop(current);
+                    if let Some(mut current) = stream.take() {
+                        self.make_durable(&mut current).await?;
+                    }
                     self.next_segment(self.segment + 1).await?;
                 }
             }
@@ -272,6 +299,10 @@ impl Replica {
     /// Checks where the primary starts sending against the replica's end, and opens
     /// the segment to copy on.
     async fn start_segment(&mut self, segment: u64, offset: u64) -> Result<Stream, Error> {
+        if segment == 0 || segment == u64::MAX {
+            // A LogDir numbers its segments from 1, and each has a next one.
+            return Err(wire::protocol("a segment number no log directory has"));
+        }
         if self.is_empty() && offset == 0 && segment != self.segment {
             // A new replica takes the primary's numbering: its empty segment goes
             // first, so a crash never leaves two with a hole between them.

@@ -24,7 +24,8 @@
 //!                              the replica's end, or 0 for the next segment
 //! 'D' len u32 bytes            the segment's next bytes, durable on the primary (1 <= len <= 1 MiB)
 //! 'E' len u64                  the segment is sealed at len; an 'S' for the next one follows
-//! 'H'                          heartbeat, every 500 ms while there is nothing to send
+//! 'H'                          heartbeat while there is nothing to send (every quarter of
+//!                              the primary's timeout, at most every 500 ms)
 //! 'X' code u8 pos pos          refusal, then the primary hangs up: 1 too far behind
 //!                              (first available), 2 diverged (replica, primary), 3 protocol
 //! ```
@@ -46,18 +47,35 @@
 //!
 //! - A replica that needs a segment the primary purged:
 //!   [`Error::ReplicaTooFarBehind`](crate::Error::ReplicaTooFarBehind), on both
-//!   ends; nothing is skipped. While a replica is connected, the segments it still
-//!   needs are pinned against purges and retention.
+//!   ends; nothing is skipped (see below for the segments a connected replica
+//!   pins).
 //! - A replica past the primary's end, or a primary that
 //!   [truncated](crate::LogDir::truncate_after) its log below what it had sent:
 //!   [`Error::ReplicaDiverged`](crate::Error::ReplicaDiverged), on both ends. The
 //!   replica is not truncated: seed it again.
 //! - A peer that breaks the protocol (a garbage or truncated hello, a message out
 //!   of place or out of bounds, a segment that does not follow the replica's end,
-//!   more than a record's worth of bytes that end no record) or sends nothing for
-//!   10 s: [`Error::ReplicaProtocol`](crate::Error::ReplicaProtocol); a damaged
+//!   more than a record's worth of bytes that end no record):
+//!   [`Error::ReplicaProtocol`](crate::Error::ReplicaProtocol); a damaged
 //!   fragment: [`Error::Corruption`](crate::Error::Corruption). Memory stays
 //!   bounded by the largest record (64 MiB) and one message (1 MiB).
+//! - A peer that stalls: [`Error::ReplicaProtocol`](crate::Error::ReplicaProtocol)
+//!   once its end's timeout passes (default 10 s;
+//!   [`Replica::set_timeout`], [`LogDirOptions::replica_timeout`](crate::LogDirOptions::replica_timeout)):
+//!   a replica waits that long for the primary's hello and for each message
+//!   (heartbeats included, sent every quarter of the primary's timeout, at most
+//!   every 500 ms); a primary that long for the replica's hello and for it to take
+//!   each message.
+//!
+//! # Pinned segments and a slow replica
+//!
+//! While a replica is connected, the segment it is sent and every later one are
+//! pinned against purges and retention, up to
+//! [`LogDirOptions::replica_retain_bytes`](crate::LogDirOptions::replica_retain_bytes)
+//! beyond what the purge would leave. A purge past that limit deletes the oldest
+//! pinned segments and cuts off the replicas that needed them: they fail with
+//! [`Error::ReplicaTooFarBehind`](crate::Error::ReplicaTooFarBehind), and no byte
+//! read after the release is sent.
 
 mod copy;
 mod primary;
@@ -65,4 +83,5 @@ mod wire;
 
 pub use copy::Replica;
 pub use primary::ShipStats;
+pub(crate) use wire::DEFAULT_TIMEOUT;
 pub use wire::PROTOCOL_VERSION;

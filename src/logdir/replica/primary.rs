@@ -1,13 +1,14 @@
 //! The primary's side: [`LogDir::serve_replica`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite};
 
 use super::wire::{self, Hello, Message, Refusal, PROTOCOL_VERSION};
 use crate::logdir::segment::segment_path;
-use crate::logdir::{Inner, LogDir};
+use crate::logdir::{Catalog, Inner, LogDir};
 use crate::{Error, LogPosition};
 
 /// Bytes read from a segment and sent in one data message: small enough that a
@@ -29,7 +30,8 @@ pub struct ShipStats {
     pub segments_sealed: u64,
 }
 
-/// Keeps a segment (and every later one) from being purged while a replica needs it.
+/// Keeps a segment (and every later one) from being purged while a replica needs
+/// it, up to [`replica_retain_bytes`](crate::LogDirOptions::replica_retain_bytes).
 struct Pin {
     inner: Arc<Inner>,
     segment: u64,
@@ -37,7 +39,7 @@ struct Pin {
 
 impl Drop for Pin {
     fn drop(&mut self) {
-        self.inner.catalog().unpin(self.segment);
+        self.inner.catalog().unpin_for_replica(self.segment);
     }
 }
 
@@ -50,7 +52,12 @@ impl LogDir {
     /// docs.
     ///
     /// The segments a connected replica still needs are pinned against purges
-    /// (retention included), as a [`DirReader`](crate::DirReader)'s are.
+    /// (retention included), up to
+    /// [`replica_retain_bytes`](crate::LogDirOptions::replica_retain_bytes): a
+    /// replica whose segments a purge released past that limit fails with
+    /// [`Error::ReplicaTooFarBehind`]. A replica that sends no hello or takes no
+    /// message for [`replica_timeout`](crate::LogDirOptions::replica_timeout)
+    /// fails with [`Error::ReplicaProtocol`].
     ///
     /// # Errors
     /// [`Error::ReplicaTooFarBehind`] when the replica needs a purged segment;
@@ -69,12 +76,15 @@ impl LogDir {
             from_replica: false,
             position: self.end(),
         };
+        let timeout = self.inner.options.replica_timeout;
         // Both hellos go out before either is read, so a version mismatch is seen
         // on both ends.
-        if send(&mut wr, &hello.encode()).await.is_err() {
-            return Ok(ShipStats::default());
+        match tokio::time::timeout(timeout, send(&mut wr, &hello.encode())).await {
+            Err(_) => return Err(wire::protocol("the replica took no hello in time")),
+            Ok(Err(_)) => return Ok(ShipStats::default()),
+            Ok(Ok(())) => {}
         }
-        let theirs = wire::read_hello(&mut rd).await?;
+        let theirs = wire::read_hello(&mut rd, timeout).await?;
         theirs.check(true)?;
         let mut stats = ShipStats::default();
         let result = self
@@ -83,7 +93,8 @@ impl LogDir {
         match result {
             Err(e) => {
                 if let Some(refusal) = Refusal::from_error(&e) {
-                    let _ = wire::write_message(&mut wr, &Message::Refused(refusal)).await;
+                    // Timed too: a replica that stalled takes no refusal either.
+                    let _ = timed_write(&mut wr, &Message::Refused(refusal), timeout).await;
                 }
                 Err(e)
             }
@@ -115,7 +126,7 @@ impl LogDir {
                 primary: end,
             });
         }
-        catalog.pin(from.segment);
+        catalog.pin_for_replica(from.segment);
         Ok((
             from,
             Pin {
@@ -132,6 +143,7 @@ impl LogDir {
         wr: &mut (impl AsyncWrite + Unpin),
         stats: &mut ShipStats,
     ) -> Result<(), Error> {
+        let timeout = self.inner.options.replica_timeout;
         let mut end_rx = self.durable_end();
         let truncations_seen = self.inner.catalog().truncations.len();
         let (from, mut pin) = self.pin_for_replica(replica)?;
@@ -148,8 +160,10 @@ impl LogDir {
                 segment,
                 offset: sent,
             };
-            if wire::write_message(wr, &start).await.is_err() {
-                return Ok(());
+            match timed_write(wr, &start, timeout).await {
+                Ok(()) => {}
+                Err(Error::Io(_)) => return Ok(()),
+                Err(e) => return Err(e),
             }
             loop {
                 // How far the segment may be shipped, and whether that is its end.
@@ -157,6 +171,7 @@ impl LogDir {
                 let here = LogPosition::new(segment, sent);
                 {
                     let catalog = self.inner.catalog();
+                    released(&catalog, segment)?;
                     let cut = catalog.truncations
                         [truncations_seen.min(catalog.truncations.len())..]
                         .iter()
@@ -184,8 +199,12 @@ impl LogDir {
                 if sent < limit {
                     let n = ((limit - sent) as usize).min(SHIP_CHUNK);
                     file.read_exact(&mut buf[..n]).await?;
+                    // Checked again after the read: a purge releases a segment before
+                    // it deletes (or pools, to be written over) its file, so bytes
+                    // read while it was still held are the segment's.
+                    released(&self.inner.catalog(), segment)?;
                     let data = Message::Data(BytesMut::from(&buf[..n]));
-                    match timed_write(wr, &data).await {
+                    match timed_write(wr, &data, timeout).await {
                         Ok(()) => {}
                         Err(Error::Io(_)) => return Ok(()),
                         Err(e) => return Err(e),
@@ -197,7 +216,7 @@ impl LogDir {
                 }
                 if sealed {
                     let message = Message::Sealed { len: limit };
-                    match timed_write(wr, &message).await {
+                    match timed_write(wr, &message, timeout).await {
                         Ok(()) => {}
                         Err(Error::Io(_)) => return Ok(()),
                         Err(e) => return Err(e),
@@ -226,8 +245,8 @@ impl LogDir {
                             Ok(_) => Err(wire::protocol("the replica sent bytes after its hello")),
                         };
                     }
-                    _ = tokio::time::sleep(wire::HEARTBEAT) => {
-                        if timed_write(wr, &Message::Heartbeat).await.is_err() {
+                    _ = tokio::time::sleep(wire::heartbeat(timeout)) => {
+                        if timed_write(wr, &Message::Heartbeat, timeout).await.is_err() {
                             return Ok(());
                         }
                     }
@@ -252,10 +271,26 @@ async fn send<W: AsyncWrite + Unpin>(wr: &mut W, bytes: &[u8]) -> std::io::Resul
     wr.flush().await
 }
 
-/// Writes a message; a replica that takes nothing for
-/// [`STALL_TIMEOUT`](wire::STALL_TIMEOUT) is a protocol error.
-async fn timed_write<W: AsyncWrite + Unpin>(wr: &mut W, message: &Message) -> Result<(), Error> {
-    match tokio::time::timeout(wire::STALL_TIMEOUT, wire::write_message(wr, message)).await {
+/// A replica's `segment` that a purge released
+/// ([`replica_retain_bytes`](crate::LogDirOptions::replica_retain_bytes)): the
+/// replica is too far behind.
+fn released(catalog: &Catalog, segment: u64) -> Result<(), Error> {
+    if segment < catalog.first {
+        return Err(Error::ReplicaTooFarBehind {
+            first_available: LogPosition::new(catalog.first, 0),
+        });
+    }
+    Ok(())
+}
+
+/// Writes a message; a replica that takes nothing for `timeout` is a protocol
+/// error.
+async fn timed_write<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    message: &Message,
+    timeout: Duration,
+) -> Result<(), Error> {
+    match tokio::time::timeout(timeout, wire::write_message(wr, message)).await {
         Ok(result) => Ok(result?),
         Err(_) => Err(wire::protocol("the replica took nothing in time")),
     }

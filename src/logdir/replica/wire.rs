@@ -20,15 +20,19 @@ pub(crate) const HELLO_LEN: usize = 8 + 4 + 4 + 16;
 /// The most bytes one data message carries.
 pub(crate) const MAX_DATA: usize = 1 << 20;
 
-/// How long either end waits for the other's hello.
-pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long either end waits by default for the other: for its hello, then for
+/// each message (a replica) or for the peer to take one (a primary).
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How often an idle primary tells its replica it is still there.
-pub(crate) const HEARTBEAT: Duration = Duration::from_millis(500);
+/// How often an idle primary at most tells its replica it is still there.
+const MAX_HEARTBEAT: Duration = Duration::from_millis(500);
 
-/// How long a replica waits for any message (heartbeats included) before it gives
-/// the primary up, and how long a primary waits for a replica to take a message.
-pub(crate) const STALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often an idle primary whose timeout is `timeout` sends a heartbeat: a
+/// quarter of it, at most every 500 ms, so a replica with the same timeout hears
+/// several before it gives up.
+pub(crate) fn heartbeat(timeout: Duration) -> Duration {
+    (timeout / 4).min(MAX_HEARTBEAT)
+}
 
 /// A hello: the version and a position (the replica's resume position; the
 /// primary's durable end, for information).
@@ -90,10 +94,13 @@ impl Hello {
     }
 }
 
-/// Reads the peer's hello within [`HANDSHAKE_TIMEOUT`].
-pub(crate) async fn read_hello<R: AsyncRead + Unpin>(conn: &mut R) -> Result<Hello, Error> {
+/// Reads the peer's hello within `timeout`.
+pub(crate) async fn read_hello<R: AsyncRead + Unpin>(
+    conn: &mut R,
+    timeout: Duration,
+) -> Result<Hello, Error> {
     let mut bytes = [0u8; HELLO_LEN];
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut bytes)).await {
+    match tokio::time::timeout(timeout, conn.read_exact(&mut bytes)).await {
         Err(_) => Err(protocol("no hello from the peer in time")),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             Err(protocol("the connection ended in the handshake"))

@@ -1,0 +1,245 @@
+//! The replica's side of the replication protocol: arbitrary bytes as a primary's
+//! stream into `Replica::sync_from`. It never panics, allocates within its bounds,
+//! and writes nothing that did not verify: after the run every segment of the
+//! replica decodes cleanly to its end, at a record boundary.
+//!
+//! The first byte picks the mode:
+//! - 0: the input is the whole stream, hello included;
+//! - 1: a valid hello, then the input;
+//! - 2, 3: a stream built from the input, as a primary sends it: records (byte,
+//!   shift pairs: sizes) split into segments 1 and 2, shipped in data messages of a
+//!   size from the input, then damaged (offset, xor triples; a lone byte cuts). A
+//!   second connection, undamaged, resumes from where the replica ended. Each
+//!   replica segment must be a prefix of the one sent, at a record boundary, and,
+//!   undamaged, whole after the second connection.
+#![no_main]
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use bytes::BytesMut;
+use libfuzzer_sys::fuzz_target;
+use tokio_util::codec::Decoder;
+use walcodec::{Dialect, LogDecoder, LogDir, LogEncoder, LogPosition, Recovery, Replica};
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+/// The primary's hello, version 1.
+fn hello() -> Vec<u8> {
+    let mut m = b"WALCREPL".to_vec();
+    m.extend_from_slice(&1u32.to_le_bytes());
+    m.extend_from_slice(&0u32.to_le_bytes());
+    m.extend_from_slice(&1u64.to_le_bytes());
+    m.extend_from_slice(&0u64.to_le_bytes());
+    m
+}
+
+fn segment(m: &mut Vec<u8>, segment: u64, offset: u64) {
+    m.push(b'S');
+    m.extend_from_slice(&segment.to_le_bytes());
+    m.extend_from_slice(&offset.to_le_bytes());
+}
+
+fn data(m: &mut Vec<u8>, bytes: &[u8], chunk: usize) {
+    for piece in bytes.chunks(chunk) {
+        m.push(b'D');
+        m.extend_from_slice(&(piece.len() as u32).to_le_bytes());
+        m.extend_from_slice(piece);
+    }
+}
+
+fn sealed(m: &mut Vec<u8>, len: u64) {
+    m.push(b'E');
+    m.extend_from_slice(&len.to_le_bytes());
+}
+
+/// Bytes that differ from record to record.
+fn pattern() -> &'static [u8] {
+    static PATTERN: OnceLock<Vec<u8>> = OnceLock::new();
+    PATTERN.get_or_init(|| {
+        (0..8 * 131 + (255 << 6))
+            .map(|k| ((k * 7) ^ (k >> 8)) as u8)
+            .collect()
+    })
+}
+
+/// One connection: `stream` is what the primary sends; what the replica sends is
+/// dropped.
+async fn sync(replica: &mut Replica, stream: &[u8]) -> Result<LogPosition, walcodec::Error> {
+    replica
+        .sync_from(tokio::io::join(stream, tokio::io::sink()))
+        .await
+}
+
+/// Every segment of the replica decodes cleanly to its end under
+/// `AbsoluteConsistency`; returns each segment's number and bytes.
+fn check_clean(dir: &Path) -> Vec<(u64, Vec<u8>)> {
+    let listed = LogDir::list(dir).unwrap();
+    listed.check().unwrap();
+    let mut out = Vec::new();
+    for s in listed.segments {
+        let bytes = std::fs::read(&s.path).unwrap();
+        let mut decoder = LogDecoder::builder()
+            .dialect(Dialect::RocksDb)
+            .log_number(s.number)
+            .recovery(Recovery::AbsoluteConsistency)
+            .build();
+        let mut buffer = BytesMut::from(&bytes[..]);
+        loop {
+            match decoder.decode_eof(&mut buffer) {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => panic!("segment {} holds what did not verify: {e}", s.number),
+            }
+        }
+        out.push((s.number, bytes));
+    }
+    out
+}
+
+/// The logs of segments 1 and 2, and the record ends in each.
+fn logs(sizes: &[u8], split: u8) -> [(Vec<u8>, Vec<u64>); 2] {
+    let records: Vec<&[u8]> = sizes
+        .chunks(2)
+        .enumerate()
+        .map(|(i, pair)| {
+            let len = (pair[0] as usize) << (pair[1] % 7);
+            &pattern()[i * 131..i * 131 + len]
+        })
+        .collect();
+    let split = (split as usize).min(records.len());
+    let mut out: [(Vec<u8>, Vec<u64>); 2] = Default::default();
+    for (part, (log, ends)) in [&records[..split], &records[split..]]
+        .into_iter()
+        .zip(out.iter_mut())
+    {
+        let mut encoder = LogEncoder::with_offset(0);
+        let mut buf = BytesMut::new();
+        ends.push(0);
+        for record in part {
+            ends.push(encoder.encode_record(record, &mut buf).end);
+        }
+        *log = buf.to_vec();
+    }
+    out
+}
+
+/// The stream a primary sends a replica ending at `from` (in segment 1 or 2).
+fn ship(logs: &[(Vec<u8>, Vec<u64>); 2], from: LogPosition, chunk: usize) -> Vec<u8> {
+    let mut m = hello();
+    for (number, (log, _)) in [1u64, 2].into_iter().zip(logs) {
+        if number < from.segment {
+            continue;
+        }
+        let offset = if number == from.segment {
+            from.offset
+        } else {
+            0
+        };
+        segment(&mut m, number, offset);
+        data(&mut m, &log[offset as usize..], chunk);
+        if number == 1 {
+            sealed(&mut m, log.len() as u64);
+        }
+    }
+    m
+}
+
+fn structured(dir: &Path, input: &[u8]) {
+    let [split, chunk, rest @ ..] = input else {
+        return;
+    };
+    let (sizes, damage) = rest.split_at(rest.len().min(16) & !1);
+    let logs = logs(sizes, *split);
+    let chunk = 1 + (*chunk as usize) * 257;
+    let mut first = ship(&logs, LogPosition::new(1, 0), chunk);
+    let damaged = !damage.is_empty();
+    for step in damage.chunks(3) {
+        if let [hi, lo, xor] = *step {
+            let at = (usize::from(hi) << 8 | usize::from(lo)) % first.len();
+            first[at] ^= xor.max(1);
+        } else {
+            let keep = usize::from(step[0]) * first.len() / 256;
+            first.truncate(keep);
+        }
+    }
+    runtime().block_on(async {
+        let mut replica = Replica::open(dir).await.unwrap();
+        let once = sync(&mut replica, &first).await;
+        if !damaged {
+            if let Err(e) = &once {
+                panic!("an undamaged stream failed: {e}");
+            }
+        }
+        let end = replica.end();
+        if (1..=2).contains(&end.segment) {
+            let second = ship(&logs, end, chunk);
+            let again = sync(&mut replica, &second).await;
+            if let Err(e) = again {
+                panic!("resuming at {end} failed: {e}");
+            }
+        }
+        replica.close().await.unwrap();
+    });
+    let copied = check_clean(dir);
+    for (number, bytes) in &copied {
+        let Some((log, ends)) = usize::try_from(*number)
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| logs.get(i))
+        else {
+            // Only a damaged segment number names another segment.
+            assert!(damaged);
+            continue;
+        };
+        assert!(log.starts_with(bytes), "segment {number} is no prefix");
+        assert!(ends.contains(&(bytes.len() as u64)), "segment {number} ends mid-record");
+    }
+    if !damaged {
+        let whole: Vec<(u64, Vec<u8>)> = [1u64, 2]
+            .into_iter()
+            .zip(logs.iter().map(|(log, _)| log.clone()))
+            .collect();
+        assert_eq!(copied, whole, "an undamaged stream was not copied whole");
+    }
+}
+
+fuzz_target!(|input: &[u8]| {
+    let Some((&mode, rest)) = input.split_first() else {
+        return;
+    };
+    let root = if Path::new("/dev/shm").is_dir() {
+        tempfile::tempdir_in("/dev/shm")
+    } else {
+        tempfile::tempdir()
+    };
+    let root = root.unwrap();
+    let dir = root.path().join("replica");
+    match mode % 4 {
+        0 | 1 => {
+            let stream = if mode % 4 == 0 {
+                rest.to_vec()
+            } else {
+                [hello(), rest.to_vec()].concat()
+            };
+            runtime().block_on(async {
+                let mut replica = Replica::open(&dir).await.unwrap();
+                let _ = sync(&mut replica, &stream).await;
+                let end = replica.end();
+                replica.close().await.unwrap();
+                let copied = check_clean(&dir);
+                let last = copied.last().unwrap();
+                assert_eq!((last.0, last.1.len() as u64), (end.segment, end.offset));
+            });
+        }
+        _ => structured(&dir, rest),
+    }
+});
