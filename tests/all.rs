@@ -99,6 +99,10 @@ mod recordio;
 mod recovery_modes;
 #[path = "repair.rs"]
 mod repair;
+#[path = "replica_crash.rs"]
+mod replica_crash;
+#[path = "replica_slow_peers.rs"]
+mod replica_slow_peers;
 #[path = "replication.rs"]
 mod replication;
 #[path = "rocksdb_vectors.rs"]

@@ -8,7 +8,7 @@
 //! The child is this test binary run again with `WALCODEC_REPLICA_CHILD` set;
 //! `WALCODEC_REPLICA_CRASH_ROUNDS` sets the number of kills (default 6).
 
-mod writer_support;
+use crate::writer_support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -71,7 +71,12 @@ fn replica_child() {
 /// milliseconds more), kills it; returns the last durable end it reported.
 fn run_child_and_kill(replica: &Path, addr: &str, reports: usize, extra_ms: u64) -> LogPosition {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "replica_child", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            &child_test_name!("replica_child"),
+            "--ignored",
+            "--nocapture",
+        ])
         .env(CHILD_ENV, replica)
         .env(ADDR_ENV, addr)
         .stdout(Stdio::null())
