@@ -307,7 +307,7 @@ async fn a_recyclable_writer_format_is_refused() {
     match err {
         walcodec::Error::Io(e) => {
             assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-            assert!(e.to_string().contains("recyclable log number 7"), "{e}");
+            assert!(e.to_string().contains("log number 7"), "{e}");
             assert!(e.to_string().contains("recycle_segments"), "{e}");
         }
         other => panic!("{other}"),

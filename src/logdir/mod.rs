@@ -1,6 +1,7 @@
 //! [`LogDir`]: a log that lives for months, as numbered segment files; its
 //! options, positions, recovery, reading and retention.
 
+mod dialect;
 mod fs;
 mod listing;
 mod lock;
@@ -31,7 +32,7 @@ use fs::blocking;
 use segment::segment_path;
 
 use crate::observe::{self, DirObserver};
-use crate::{AsyncLogWriter, Error, LogDecoder, LogReader, WriterOptions};
+use crate::{AsyncLogWriter, Dialect, Error, LogReader, WriterOptions};
 
 /// Default size at which the active segment is sealed and the next one started: 64 MiB.
 pub const DEFAULT_MAX_SEGMENT_BYTES: u64 = 64 << 20;
@@ -64,6 +65,7 @@ pub struct LogDirOptions {
     retain_bytes: Option<u64>,
     retain_age: Option<Duration>,
     recycle_segments: usize,
+    dialect: Dialect,
     storage: Arc<dyn DirStorage>,
     name: String,
 }
@@ -76,6 +78,7 @@ impl fmt::Debug for LogDirOptions {
             .field("retain_bytes", &self.retain_bytes)
             .field("retain_age", &self.retain_age)
             .field("recycle_segments", &self.recycle_segments)
+            .field("dialect", &self.dialect)
             .field("name", &self.name)
             .finish_non_exhaustive()
     }
@@ -89,6 +92,7 @@ impl Default for LogDirOptions {
             retain_bytes: None,
             retain_age: None,
             recycle_segments: 0,
+            dialect: Dialect::LevelDb,
             storage: Arc::new(OsDirStorage),
             name: String::new(),
         }
@@ -111,9 +115,10 @@ impl LogDirOptions {
     }
 
     /// Group-commit settings of the active segment's writer (see [`WriterOptions`]).
-    /// A [`format`](WriterOptions::format) with a recyclable log number is refused
-    /// by [`open`](Self::open): each segment is its own log, numbered as its file
-    /// ([`recycle_segments`](Self::recycle_segments) writes them recyclable).
+    /// A [`format`](WriterOptions::format) with a log number (recyclable, or
+    /// Pebble's) is refused by [`open`](Self::open): each segment is its own log,
+    /// numbered as its file ([`dialect`](Self::dialect) and
+    /// [`recycle_segments`](Self::recycle_segments) write them so).
     /// With [`WriterOptions::preallocate`], a reader in another process
     /// ([`DirReader::open`]) takes the zeros ahead of the writer for space not
     /// written yet: it waits at the last record before them and reads what the
@@ -186,13 +191,93 @@ impl LogDirOptions {
         self
     }
 
-    /// The format of a new segment `number`: recyclable with its number when
-    /// recycling, else the writer's.
+    /// The dialect segments are written in (default [`Dialect::LevelDb`]):
+    ///
+    /// - `Dialect::LevelDb`: the [`writer`](Self::writer)'s format, LevelDB's
+    ///   unless told otherwise (RocksDB's recyclable one when
+    ///   [`recycle_segments`](Self::recycle_segments) is on);
+    /// - `Dialect::RocksDb`: RocksDB's recyclable format, segment `N` as log `N`
+    ///   ([`LogFormat::recyclable`](crate::LogFormat::recyclable)), recycling or not;
+    /// - `Dialect::Pebble`: Pebble's WAL-sync format, segment `N` as log `N`
+    ///   ([`LogFormat::pebble`](crate::LogFormat::pebble)), as Pebble writes its
+    ///   `NNNNNN.log` WALs: each fragment carries the segment's durable end when it
+    ///   was encoded, and a sealed segment (and the active one on
+    ///   [`close`](LogDir::close)) ends with Pebble's EOF trailer, which reopening
+    ///   cuts before appending. Recovery, readers, recycling and the CLI read such
+    ///   segments in Pebble's dialect, with its rule for torn versus corrupt (damage
+    ///   is corruption when a later fragment promises a synced offset past it). A
+    ///   sealed segment must end with the trailer ([`Error::BadSegment`]
+    ///   otherwise). Segments stay at or below
+    ///   [`max_segment_bytes`](Self::max_segment_bytes) trailer included.
+    ///
+    /// A Pebble directory is marked so by a `DIALECT` file, written durably before
+    /// its first segment, which readers in other processes
+    /// ([`DirReader::open`], `walcodec dump DIR`) go by. [`open`](Self::open)
+    /// refuses a directory of the other kind with [`Error::WrongDialect`]: Pebble's
+    /// segments opened without `Dialect::Pebble`, or LevelDB's/RocksDB's (a
+    /// directory with records and no `DIALECT` file) opened with it. A directory
+    /// that holds no record yet takes the dialect asked for. A Pebble directory is
+    /// not shipped by replication ([`LogDir::serve_replica`] refuses it with
+    /// [`Error::WrongDialect`]); a compressed writer
+    /// [`format`](WriterOptions::format) is refused with it.
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// use walcodec::{Dialect, LogDir, LogPosition};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = LogDir::builder().dialect(Dialect::Pebble).open(dir.path()).await?;
+    /// log.append(b"a WAL-sync record").await?;
+    /// log.close().await?; // 000001.log ends with Pebble's EOF trailer
+    ///
+    /// let mut reader = walcodec::DirReader::open(dir.path(), LogPosition::START).await?;
+    /// assert_eq!(reader.next_record().await.unwrap()?.data, "a WAL-sync record");
+    /// // Opened without the dialect, the directory is refused, never misread.
+    /// assert!(matches!(
+    ///     LogDir::open(dir.path()).await,
+    ///     Err(walcodec::Error::WrongDialect { .. })
+    /// ));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn dialect(&mut self, dialect: Dialect) -> &mut Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// The dialect set by [`dialect`](Self::dialect).
+    pub(crate) fn dialect_in_use(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// Whether segments are Pebble's.
+    pub(crate) fn pebble(&self) -> bool {
+        self.dialect == Dialect::Pebble
+    }
+
+    /// The format of a new segment `number`: Pebble's with its number in Pebble's
+    /// dialect, recyclable with its number in RocksDB's or when recycling, else the
+    /// writer's.
     fn new_segment_format(&self, number: u64) -> crate::LogFormat {
-        if self.recycle_segments > 0 {
+        if self.pebble() {
+            crate::LogFormat::pebble(number)
+        } else if self.recycle_segments > 0 || self.dialect == Dialect::RocksDb {
             recycle::segment_format(number, true)
         } else {
             self.writer.format_in_use()
+        }
+    }
+
+    /// The bytes a segment may hold before its last, sealing, write: Pebble's
+    /// segments end with the EOF trailer.
+    fn max_record_bytes_in_segment(&self) -> u64 {
+        if self.pebble() {
+            self.max_segment_bytes
+                .saturating_sub(dialect::EOF_TRAILER_BYTES)
+                .max(1)
+        } else {
+            self.max_segment_bytes
         }
     }
 
@@ -220,16 +305,25 @@ impl LogDirOptions {
     /// [`Error::Locked`] when another `LogDir`, in this process or another, has it
     /// open.
     pub async fn open(&self, path: impl AsRef<Path>) -> Result<LogDir, Error> {
-        if let Some(number) = self.writer.format_in_use().log_number() {
+        let format = self.writer.format_in_use();
+        if let Some(number) = format.log_number() {
             // Readers read segment N as log N: one number for every segment would
             // make all but one of them read as another log's bytes.
             return Err(Error::Io(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!(
                     "a LogDir numbers each segment's log itself: a writer format with \
-                     recyclable log number {number} is refused; use recycle_segments(n), \
-                     which writes every segment recyclable with its own number"
+                     log number {number} is refused; use dialect(Dialect::Pebble) for \
+                     Pebble's WAL-sync segments, dialect(Dialect::RocksDb) or \
+                     recycle_segments(n) for recyclable ones, each with its own number"
                 ),
+            )));
+        }
+        if self.pebble() && format.is_compressed() {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "Pebble's WAL-sync segments have no compression: a compressed writer \
+                 format is refused with dialect(Dialect::Pebble)",
             )));
         }
         let dir = path.as_ref().to_path_buf();
@@ -245,6 +339,7 @@ impl LogDirOptions {
                 &self.storage,
                 self.writer.unsynced_window(),
                 self.recycle_segments,
+                self.pebble(),
             ),
         )
         .await?;
@@ -473,6 +568,16 @@ impl Catalog {
     }
 }
 
+/// The end of the records of a sealed segment `len` bytes long: before the EOF
+/// trailer that ends a sealed Pebble segment (`pebble`).
+fn records_end(len: u64, pebble: bool) -> u64 {
+    if pebble {
+        len.saturating_sub(dialect::EOF_TRAILER_BYTES)
+    } else {
+        len
+    }
+}
+
 /// See [`Catalog::resolve`].
 pub(crate) fn resolve_start(
     from: LogPosition,
@@ -632,7 +737,7 @@ impl LogDir {
     /// yet takes whatever it is given, so a record larger than `max_segment_bytes`
     /// gets a segment of its own.
     async fn reserve(&self, estimate: u64) -> Result<RwLockReadGuard<'_, Active>, Error> {
-        let max = self.inner.options.max_segment_bytes;
+        let max = self.inner.options.max_record_bytes_in_segment();
         loop {
             let active = self.inner.active.read().await;
             active.writer()?;
@@ -777,6 +882,7 @@ impl LogDir {
             let written = blocking(move || recycle::written_as(&path, number)).await?;
             let format = match written {
                 recycle::Written::Recyclable => recycle::segment_format(number, true),
+                recycle::Written::WalSync => crate::LogFormat::pebble(number),
                 recycle::Written::Unknown => options.new_segment_format(number),
                 recycle::Written::Legacy | recycle::Written::Stale => {
                     options.writer.format_in_use()
@@ -836,10 +942,13 @@ impl LogDir {
                 .copied()
                 .unwrap_or(u64::MAX)
                 .min(catalog.active);
+            let pebble = self.inner.options.pebble();
             let victims: Vec<u64> = catalog
                 .sealed
                 .range(..limit)
-                .take_while(|(&segment, &len)| LogPosition::new(segment, len) <= pos)
+                .take_while(|(&segment, &len)| {
+                    LogPosition::new(segment, records_end(len, pebble)) <= pos
+                })
                 .map(|(&segment, _)| segment)
                 .collect();
             if let Some(&last) = victims.last() {
@@ -855,9 +964,13 @@ impl LogDir {
         let Some(&last) = victims.last() else {
             return Ok(victims);
         };
+        let pebble = self.inner.options.pebble();
         let through = {
             let catalog = self.inner.catalog();
-            LogPosition::new(last, catalog.sealed.get(&last).copied().unwrap_or(0))
+            let len = catalog.sealed.get(&last).copied().unwrap_or(0);
+            // The end of its last record: a checkpoint there (before a Pebble
+            // segment's EOF trailer) reads on from the next segment kept.
+            LogPosition::new(last, records_end(len, pebble))
         };
         let dir = self.inner.dir.clone();
         let storage = Arc::clone(&self.inner.options.storage);
@@ -888,7 +1001,7 @@ impl LogDir {
                 let reusable = pooled.len() < room
                     && matches!(
                         recycle::written_as(&path, segment),
-                        Ok(recycle::Written::Recyclable)
+                        Ok(recycle::Written::Recyclable | recycle::Written::WalSync)
                     );
                 let gone = if reusable {
                     storage
@@ -1102,9 +1215,7 @@ impl LogDir {
         let mut reader = LogReader::open_at(
             &path,
             0,
-            LogDecoder::builder()
-                .dialect(crate::Dialect::RocksDb)
-                .log_number(pos.segment),
+            &dialect::segment_decoder(pos.segment, self.inner.options.pebble()),
         )
         .await?;
         while let Some(record) = reader.next_record().await {
