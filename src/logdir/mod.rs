@@ -400,7 +400,9 @@ impl LogDirOptions {
 ///
 /// A directory holds segments `000001.log`, `000002.log`, … (at least six digits,
 /// as LevelDB and RocksDB name their logs). Each is an ordinary log file that any
-/// LevelDB-format reader reads as it is; a record never spans two segments. The
+/// LevelDB-format reader reads as it is (in the dialect of
+/// [`LogDirOptions::dialect`]: with `Dialect::Pebble`, each is Pebble's WAL
+/// `NNNNNN.log`); a record never spans two segments. The
 /// last segment is *active*: an [`AsyncLogWriter`] appends to it with group commit.
 /// The others are *sealed*: complete, synced, never written again.
 ///
