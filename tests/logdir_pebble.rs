@@ -577,3 +577,51 @@ async fn a_follower_in_another_process_reads_every_record() {
     assert!(child.wait().unwrap().success());
     assert!(LogDir::list(dir.path()).unwrap().segments.len() > 3);
 }
+
+/// Checkpoints are records' ends, never past a trailer: the position `close`
+/// returns is where appends go on after a reopen, and a record ending fewer bytes
+/// than a trailer before its block's end (zeros pad the block, the trailer starts
+/// the next) still purges with its segment, before and after a restart.
+#[tokio::test]
+async fn checkpoints_at_records_ends_survive_trailers_and_their_padding() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = pebble();
+    options.max_segment_bytes(1 << 20);
+    let log = options.open(dir.path()).await.unwrap();
+    // 19-byte header + 32,744 bytes: ends 5 bytes before the block's end.
+    let padded = vec![b'p'; 32_744];
+    let first_end = log.append(&padded).await.unwrap();
+    assert_eq!(first_end, LogPosition::new(1, 32_763));
+    log.rotate().await.unwrap();
+    assert_eq!(log.segments()[0], (1, 32_768 + 11));
+    let second_end = log.append(b"second").await.unwrap();
+    let closed = log.close().await.unwrap();
+    assert_eq!(closed, second_end);
+
+    for restart in [false, true] {
+        let log = options.open(dir.path()).await.unwrap();
+        assert_eq!(log.end(), second_end);
+        let third = log.append(b"third").await.unwrap();
+        // From the position `close` returned: the record appended after it.
+        let read = read_all(log.read_from(closed).unwrap()).await;
+        assert_eq!(
+            read.first().unwrap().1,
+            b"third".to_vec(),
+            "restart {restart}"
+        );
+        let read = read_all(log.read_from(first_end).unwrap()).await;
+        assert_eq!(read[0], (second_end, b"second".to_vec()));
+        if restart {
+            assert_eq!(log.purge_before(first_end).await.unwrap(), vec![1]);
+            let read = read_all(log.read_from(first_end).unwrap()).await;
+            assert_eq!(read[0], (second_end, b"second".to_vec()));
+        }
+        log.truncate_after(second_end).await.unwrap();
+        assert!(third > second_end);
+        log.close().await.unwrap();
+    }
+    let log = options.open(dir.path()).await.unwrap();
+    let read = read_all(log.read_from(first_end).unwrap()).await;
+    assert_eq!(read, vec![(second_end, b"second".to_vec())]);
+    log.close().await.unwrap();
+}

@@ -270,11 +270,12 @@ impl LogDirOptions {
     }
 
     /// The bytes a segment may hold before its last, sealing, write: Pebble's
-    /// segments end with the EOF trailer.
-    fn max_record_bytes_in_segment(&self) -> u64 {
+    /// segments end with the EOF trailer, after zeros to the block's end when
+    /// fewer than a trailer's bytes are left in it.
+    fn max_appended_bytes(&self) -> u64 {
         if self.pebble() {
             self.max_segment_bytes
-                .saturating_sub(dialect::EOF_TRAILER_BYTES)
+                .saturating_sub(2 * dialect::EOF_TRAILER_BYTES - 1)
                 .max(1)
         } else {
             self.max_segment_bytes
@@ -380,6 +381,7 @@ impl LogDirOptions {
                     first,
                     active: recovered.active,
                     sealed: recovered.sealed,
+                    ends: recovered.ends,
                     pins: BTreeMap::new(),
                     truncations: Vec::new(),
                     purged_through: recovered.purged_through,
@@ -537,6 +539,9 @@ pub(crate) struct Catalog {
     pub(crate) active: u64,
     /// Sealed segments and their lengths.
     pub(crate) sealed: BTreeMap<u64, u64>,
+    /// Where the records of sealed Pebble segments end, before their EOF trailers
+    /// (other segments' records end at their lengths).
+    pub(crate) ends: BTreeMap<u64, u64>,
     /// Segments readers still need, with how many readers need each.
     pub(crate) pins: BTreeMap<u64, usize>,
     /// Every truncation so far, for readers to check their position against.
@@ -549,6 +554,11 @@ pub(crate) struct Catalog {
 }
 
 impl Catalog {
+    /// Where the records of sealed segment `segment`, `len` bytes long, end.
+    fn records_end(&self, segment: u64, len: u64) -> u64 {
+        self.ends.get(&segment).copied().unwrap_or(len)
+    }
+
     pub(crate) fn pin(&mut self, segment: u64) {
         *self.pins.entry(segment).or_default() += 1;
     }
@@ -567,16 +577,6 @@ impl Catalog {
                 self.pins.remove(&segment);
             }
         }
-    }
-}
-
-/// The end of the records of a sealed segment `len` bytes long: before the EOF
-/// trailer that ends a sealed Pebble segment (`pebble`).
-fn records_end(len: u64, pebble: bool) -> u64 {
-    if pebble {
-        len.saturating_sub(dialect::EOF_TRAILER_BYTES)
-    } else {
-        len
     }
 }
 
@@ -739,7 +739,7 @@ impl LogDir {
     /// yet takes whatever it is given, so a record larger than `max_segment_bytes`
     /// gets a segment of its own.
     async fn reserve(&self, estimate: u64) -> Result<RwLockReadGuard<'_, Active>, Error> {
-        let max = self.inner.options.max_record_bytes_in_segment();
+        let max = self.inner.options.max_appended_bytes();
         loop {
             let active = self.inner.active.read().await;
             active.writer()?;
@@ -849,12 +849,20 @@ impl LogDir {
     async fn rotate_locked(&self, active: &mut Active) -> Result<u64, Error> {
         let writer = active.writer()?.clone();
         let segment = active.segment;
+        // No append is in flight (the lock is held): the records end here.
+        let records_end = writer.stats().len;
         let len = match writer.close().await {
             Ok(len) => len,
             Err(e) => return Err(active.poison(e)),
         };
         active.writer = None;
-        self.inner.catalog().sealed.insert(segment, len);
+        {
+            let mut catalog = self.inner.catalog();
+            catalog.sealed.insert(segment, len);
+            if len != records_end {
+                catalog.ends.insert(segment, records_end);
+            }
+        }
         let next = segment + 1;
         let writer = match self.start_writer(next, None).await {
             Ok(writer) => writer,
@@ -944,12 +952,11 @@ impl LogDir {
                 .copied()
                 .unwrap_or(u64::MAX)
                 .min(catalog.active);
-            let pebble = self.inner.options.pebble();
             let victims: Vec<u64> = catalog
                 .sealed
                 .range(..limit)
                 .take_while(|(&segment, &len)| {
-                    LogPosition::new(segment, records_end(len, pebble)) <= pos
+                    LogPosition::new(segment, catalog.records_end(segment, len)) <= pos
                 })
                 .map(|(&segment, _)| segment)
                 .collect();
@@ -966,13 +973,12 @@ impl LogDir {
         let Some(&last) = victims.last() else {
             return Ok(victims);
         };
-        let pebble = self.inner.options.pebble();
         let through = {
             let catalog = self.inner.catalog();
             let len = catalog.sealed.get(&last).copied().unwrap_or(0);
             // The end of its last record: a checkpoint there (before a Pebble
             // segment's EOF trailer) reads on from the next segment kept.
-            LogPosition::new(last, records_end(len, pebble))
+            LogPosition::new(last, catalog.records_end(last, len))
         };
         let dir = self.inner.dir.clone();
         let storage = Arc::clone(&self.inner.options.storage);
@@ -1029,6 +1035,7 @@ impl LogDir {
             Ok(()) => {
                 for segment in &victims {
                     catalog.sealed.remove(segment);
+                    catalog.ends.remove(segment);
                 }
                 catalog.purged_through = catalog.purged_through.max(through);
                 drop(catalog);
@@ -1040,6 +1047,7 @@ impl LogDir {
                 // Keep what was not deleted; what was is gone from the directory.
                 for segment in victims.iter().filter(|&&s| s < failed) {
                     catalog.sealed.remove(segment);
+                    catalog.ends.remove(segment);
                 }
                 if failed != u64::MAX {
                     catalog.first = failed;
@@ -1201,6 +1209,7 @@ impl LogDir {
         {
             let mut catalog = self.inner.catalog();
             catalog.sealed.retain(|&segment, _| segment < pos.segment);
+            catalog.ends.retain(|&segment, _| segment < pos.segment);
             catalog.active = pos.segment;
             catalog.truncations.push(pos);
         }
@@ -1288,8 +1297,11 @@ impl LogDir {
             Ok(writer) => {
                 let writer = writer.clone();
                 active.writer = None;
+                // Where the records end: before the EOF trailer that closes a
+                // Pebble segment, which reopening cuts (appends go on there).
+                let records_end = writer.stats().len;
                 match writer.close().await {
-                    Ok(len) => Ok(LogPosition::new(active.segment, len)),
+                    Ok(_) => Ok(LogPosition::new(active.segment, records_end)),
                     Err(e) => Err(e),
                 }
             }

@@ -41,6 +41,8 @@ pub(crate) const PURGED_FILE: &str = "PURGED";
 pub(crate) struct Recovered {
     /// Sealed segments and their lengths, oldest first.
     pub(crate) sealed: BTreeMap<u64, u64>,
+    /// Where the records of sealed Pebble segments end, before their trailers.
+    pub(crate) ends: BTreeMap<u64, u64>,
     /// The last segment: appends go on there.
     pub(crate) active: u64,
     /// Its length after the torn tail was cut.
@@ -87,6 +89,7 @@ pub(crate) async fn recover(
             let file = create_segment(dir, number, fs).await?;
             return Ok(Recovered {
                 sealed: BTreeMap::new(),
+                ends: BTreeMap::new(),
                 active: number,
                 active_len: 0,
                 active_file: file,
@@ -100,9 +103,12 @@ pub(crate) async fn recover(
         return Err(Error::MissingSegment { segment: hole });
     }
     let mut sealed = BTreeMap::new();
+    let mut ends = BTreeMap::new();
     for segment in first..last {
         let len = if pebble {
-            check_sealed_pebble(dir, segment).await?
+            let (len, records_end) = check_sealed_pebble(dir, segment).await?;
+            ends.insert(segment, records_end);
+            len
         } else {
             check_sealed(dir, segment).await?
         };
@@ -163,6 +169,7 @@ pub(crate) async fn recover(
     file.seek(SeekFrom::Start(active_len)).await?;
     Ok(Recovered {
         sealed,
+        ends,
         active: last,
         active_len,
         active_file: file.into_std().await,
@@ -324,8 +331,8 @@ async fn check_sealed(dir: &Path, segment: u64) -> Result<u64, Error> {
 /// Reads a sealed Pebble segment whole: it must hold only complete, intact
 /// records (by Pebble's rule: damage a later synced offset proves is corruption,
 /// any other ends the log) and end with the EOF trailer its seal wrote. Returns its
-/// length, the trailer included.
-async fn check_sealed_pebble(dir: &Path, segment: u64) -> Result<u64, Error> {
+/// length, the trailer included, and where its records end.
+async fn check_sealed_pebble(dir: &Path, segment: u64) -> Result<(u64, u64), Error> {
     use futures::TryStreamExt;
     let file = tokio::fs::File::open(segment_path(dir, segment)).await?;
     let file_len = file.metadata().await?.len();
@@ -343,10 +350,10 @@ async fn check_sealed_pebble(dir: &Path, segment: u64) -> Result<u64, Error> {
     }
     let decoder = records.decoder();
     let trailer_at = file_len.checked_sub(dialect::EOF_TRAILER_BYTES);
-    if decoder.has_eof_trailer() && decoder.recycled_end() == trailer_at {
-        return Ok(file_len);
-    }
     let valid = decoder.valid_prefix_len();
+    if decoder.has_eof_trailer() && decoder.recycled_end() == trailer_at {
+        return Ok((file_len, valid));
+    }
     let cut = Error::Corruption {
         offset: valid,
         bytes: file_len.saturating_sub(valid),
