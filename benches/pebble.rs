@@ -10,6 +10,10 @@
 //! After criterion's groups, a paired table as `benches/rocksdb.rs` prints: both
 //! sides take turns for `ROUNDS` rounds and the median per-round ratio is printed,
 //! for records all of one size and for records of 3/4 to 5/4 of it.
+//!
+//! `scripts/pebble-decode-count.sh` counts the same decodes (callgrind
+//! instructions, bytes and fragments a record): the side of the comparison a
+//! loaded machine cannot skew.
 
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};

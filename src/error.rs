@@ -140,6 +140,23 @@ pub enum Error {
         source: Arc<Error>,
     },
 
+    /// A [`LogDir`](crate::LogDir) holds segments of another dialect than asked
+    /// for: opened with [`LogDirOptions::dialect`](crate::LogDirOptions::dialect)
+    /// other than the one its segments were written in (the directory's `DIALECT`
+    /// file, or its segments' headers, tell), or shipped where only LevelDB's and
+    /// RocksDB's segments can go (replication). Nothing was read or written.
+    /// `Dialect::LevelDb` stands for LevelDB's and RocksDB's segments alike (one
+    /// directory may hold both: they read the same way).
+    #[error("log directory {} holds segments in {}'s dialect, not {}'s", .path.display(), dialect_name(*.found), dialect_name(*.expected))]
+    WrongDialect {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The dialect its segments are in.
+        found: crate::Dialect,
+        /// The dialect asked for.
+        expected: crate::Dialect,
+    },
+
     /// A replica needs segments its primary has purged: it cannot catch up, and
     /// must be seeded again from a copy of the primary (nothing is skipped).
     #[error("replica is too far behind: the primary's log now starts at {first_available}")]
@@ -180,6 +197,14 @@ pub enum Error {
         /// What was wrong.
         reason: Cow<'static, str>,
     },
+}
+
+/// A dialect's name in [`Error::WrongDialect`]'s message.
+fn dialect_name(dialect: crate::Dialect) -> &'static str {
+    match dialect {
+        crate::Dialect::Pebble => "Pebble",
+        _ => "LevelDB/RocksDB",
+    }
 }
 
 /// How a followed log changed under its reader ([`Error::LogChanged`]).

@@ -79,6 +79,8 @@ mod logdir_crash;
 mod logdir_faults;
 #[path = "logdir_model.rs"]
 mod logdir_model;
+#[path = "logdir_pebble.rs"]
+mod logdir_pebble;
 #[path = "logdir_power_cut.rs"]
 mod logdir_power_cut;
 #[path = "logdir_recycle.rs"]

@@ -247,3 +247,70 @@ fn a_failover_wal_in_several_files_reads_in_order() {
         .collect();
     assert_eq!(records, want);
 }
+
+/// A `LogDir` of Pebble's segments (`LogDirOptions::dialect(Dialect::Pebble)`):
+/// `verify`, `stat`, `dump` and `cat` on the directory read every segment in
+/// Pebble's dialect, each sealed one ending at its EOF trailer, the active one
+/// after a clean close too, and a reused segment's earlier use as its end.
+#[test]
+fn a_pebble_log_directory_is_clean_in_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<Vec<u8>> = (0..40u32)
+        .map(|i| {
+            let mut record = format!("record {i} ").into_bytes();
+            record.resize([20usize, 5000, 40_000][(i % 3) as usize], b'p');
+            record
+        })
+        .collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut options = walcodec::LogDir::builder();
+    options
+        .dialect(walcodec::Dialect::Pebble)
+        .max_segment_bytes(64 * 1024)
+        .recycle_segments(2);
+    let open = || options.open(dir.path());
+    runtime.block_on(async {
+        let log = open().await.unwrap();
+        for record in &records {
+            log.append(record).await.unwrap();
+        }
+        log.close().await.unwrap();
+    });
+    let path = path_str(dir.path());
+    let check = |expected: &[Vec<u8>]| {
+        for command in ["verify", "stat"] {
+            let out = run(&[command, path]);
+            let text = stdout(&out);
+            assert_eq!(code(&out), 0, "{command}: {text}{}", stderr(&out));
+            assert!(text.contains("result: clean"), "{command}: {text}");
+            assert!(!text.contains("badly sealed: 0"), "{command}: {text}");
+        }
+        let dump = run(&["dump", path]);
+        assert_eq!(code(&dump), 0, "{}", stderr(&dump));
+        assert_eq!(stdout(&dump).lines().count(), expected.len());
+        let cat = run(&["cat", path]);
+        assert_eq!(code(&cat), 0, "{}", stderr(&cat));
+        assert_eq!(cat.stdout, expected.concat());
+    };
+    check(&records);
+    let verify = stdout(&run(&["verify", path]));
+    assert!(verify.contains("dialect: pebble, log 1"), "{verify}");
+
+    // Purged segments reused: the active one holds its earlier use's bytes past
+    // its records while it is written, the end of the segment in every command.
+    let log = runtime.block_on(async {
+        let log = open().await.unwrap();
+        let end = log.end();
+        log.rotate().await.unwrap();
+        log.purge_before(end).await.unwrap();
+        log.rotate().await.unwrap();
+        log.append(b"on a reused file").await.unwrap();
+        log
+    });
+    let active = log.end();
+    let file = std::fs::metadata(dir.path().join(format!("{:06}.log", active.segment))).unwrap();
+    assert!(file.len() > active.offset + 1000, "not a reused file");
+    check(&[b"on a reused file".to_vec()]);
+    runtime.block_on(log.close()).unwrap();
+    check(&[b"on a reused file".to_vec()]);
+}

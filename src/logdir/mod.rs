@@ -1,6 +1,7 @@
 //! [`LogDir`]: a log that lives for months, as numbered segment files; its
 //! options, positions, recovery, reading and retention.
 
+mod dialect;
 mod fs;
 mod listing;
 mod lock;
@@ -31,7 +32,7 @@ use fs::blocking;
 use segment::segment_path;
 
 use crate::observe::{self, DirObserver};
-use crate::{AsyncLogWriter, Error, LogDecoder, LogReader, WriterOptions};
+use crate::{AsyncLogWriter, Dialect, Error, LogReader, WriterOptions};
 
 /// Default size at which the active segment is sealed and the next one started: 64 MiB.
 pub const DEFAULT_MAX_SEGMENT_BYTES: u64 = 64 << 20;
@@ -66,6 +67,7 @@ pub struct LogDirOptions {
     replica_retain_bytes: Option<u64>,
     replica_timeout: Duration,
     recycle_segments: usize,
+    dialect: Dialect,
     storage: Arc<dyn DirStorage>,
     name: String,
 }
@@ -80,6 +82,7 @@ impl fmt::Debug for LogDirOptions {
             .field("replica_retain_bytes", &self.replica_retain_bytes)
             .field("replica_timeout", &self.replica_timeout)
             .field("recycle_segments", &self.recycle_segments)
+            .field("dialect", &self.dialect)
             .field("name", &self.name)
             .finish_non_exhaustive()
     }
@@ -95,6 +98,7 @@ impl Default for LogDirOptions {
             replica_retain_bytes: None,
             replica_timeout: replica::DEFAULT_TIMEOUT,
             recycle_segments: 0,
+            dialect: Dialect::LevelDb,
             storage: Arc::new(OsDirStorage),
             name: String::new(),
         }
@@ -118,9 +122,10 @@ impl LogDirOptions {
     }
 
     /// Group-commit settings of the active segment's writer (see [`WriterOptions`]).
-    /// A [`format`](WriterOptions::format) with a recyclable log number is refused
-    /// by [`open`](Self::open): each segment is its own log, numbered as its file
-    /// ([`recycle_segments`](Self::recycle_segments) writes them recyclable).
+    /// A [`format`](WriterOptions::format) with a log number (recyclable, or
+    /// Pebble's) is refused by [`open`](Self::open): each segment is its own log,
+    /// numbered as its file ([`dialect`](Self::dialect) and
+    /// [`recycle_segments`](Self::recycle_segments) write them so).
     /// Segments are preallocated as [`WriterOptions::preallocate`] says (by default
     /// 1 MiB at a time, and never more than `max_segment_bytes` at a time; a sealed
     /// segment is cut to its length): pass `WriterOptions::new().preallocate(0)`
@@ -235,13 +240,94 @@ impl LogDirOptions {
         self
     }
 
-    /// The format of a new segment `number`: recyclable with its number when
-    /// recycling, else the writer's.
+    /// The dialect segments are written in (default [`Dialect::LevelDb`]):
+    ///
+    /// - `Dialect::LevelDb`: the [`writer`](Self::writer)'s format, LevelDB's
+    ///   unless told otherwise (RocksDB's recyclable one when
+    ///   [`recycle_segments`](Self::recycle_segments) is on);
+    /// - `Dialect::RocksDb`: RocksDB's recyclable format, segment `N` as log `N`
+    ///   ([`LogFormat::recyclable`](crate::LogFormat::recyclable)), recycling or not;
+    /// - `Dialect::Pebble`: Pebble's WAL-sync format, segment `N` as log `N`
+    ///   ([`LogFormat::pebble`](crate::LogFormat::pebble)), as Pebble writes its
+    ///   `NNNNNN.log` WALs: each fragment carries the segment's durable end when it
+    ///   was encoded, and a sealed segment (and the active one on
+    ///   [`close`](LogDir::close)) ends with Pebble's EOF trailer, which reopening
+    ///   cuts before appending. Recovery, readers, recycling and the CLI read such
+    ///   segments in Pebble's dialect, with its rule for torn versus corrupt (damage
+    ///   is corruption when a later fragment promises a synced offset past it). A
+    ///   sealed segment must end with the trailer ([`Error::BadSegment`]
+    ///   otherwise). Segments stay at or below
+    ///   [`max_segment_bytes`](Self::max_segment_bytes) trailer included.
+    ///
+    /// A Pebble directory is marked so by a `DIALECT` file, written durably before
+    /// its first segment, which readers in other processes
+    /// ([`DirReader::open`], `walcodec dump DIR`) go by. [`open`](Self::open)
+    /// refuses a directory of the other kind with [`Error::WrongDialect`]: Pebble's
+    /// segments opened without `Dialect::Pebble`, or LevelDB's/RocksDB's (a
+    /// directory with records and no `DIALECT` file) opened with it. A directory
+    /// that holds no record yet takes the dialect asked for. A Pebble directory is
+    /// not shipped by replication ([`LogDir::serve_replica`] refuses it with
+    /// [`Error::WrongDialect`]); a compressed writer
+    /// [`format`](WriterOptions::format) is refused with it.
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// use walcodec::{Dialect, LogDir, LogPosition};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = LogDir::builder().dialect(Dialect::Pebble).open(dir.path()).await?;
+    /// log.append(b"a WAL-sync record").await?;
+    /// log.close().await?; // 000001.log ends with Pebble's EOF trailer
+    ///
+    /// let mut reader = walcodec::DirReader::open(dir.path(), LogPosition::START).await?;
+    /// assert_eq!(reader.next_record().await.unwrap()?.data, "a WAL-sync record");
+    /// // Opened without the dialect, the directory is refused, never misread.
+    /// assert!(matches!(
+    ///     LogDir::open(dir.path()).await,
+    ///     Err(walcodec::Error::WrongDialect { .. })
+    /// ));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn dialect(&mut self, dialect: Dialect) -> &mut Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// The dialect set by [`dialect`](Self::dialect).
+    pub(crate) fn dialect_in_use(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// Whether segments are Pebble's.
+    pub(crate) fn pebble(&self) -> bool {
+        self.dialect == Dialect::Pebble
+    }
+
+    /// The format of a new segment `number`: Pebble's with its number in Pebble's
+    /// dialect, recyclable with its number in RocksDB's or when recycling, else the
+    /// writer's.
     fn new_segment_format(&self, number: u64) -> crate::LogFormat {
-        if self.recycle_segments > 0 {
+        if self.pebble() {
+            crate::LogFormat::pebble(number)
+        } else if self.recycle_segments > 0 || self.dialect == Dialect::RocksDb {
             recycle::segment_format(number, true)
         } else {
             self.writer.format_in_use()
+        }
+    }
+
+    /// The bytes a segment may hold before its last, sealing, write: Pebble's
+    /// segments end with the EOF trailer, after zeros to the block's end when
+    /// fewer than a trailer's bytes are left in it.
+    fn max_appended_bytes(&self) -> u64 {
+        if self.pebble() {
+            self.max_segment_bytes
+                .saturating_sub(2 * dialect::EOF_TRAILER_BYTES - 1)
+                .max(1)
+        } else {
+            self.max_segment_bytes
         }
     }
 
@@ -269,16 +355,25 @@ impl LogDirOptions {
     /// [`Error::Locked`] when another `LogDir`, in this process or another, has it
     /// open.
     pub async fn open(&self, path: impl AsRef<Path>) -> Result<LogDir, Error> {
-        if let Some(number) = self.writer.format_in_use().log_number() {
+        let format = self.writer.format_in_use();
+        if let Some(number) = format.log_number() {
             // Readers read segment N as log N: one number for every segment would
             // make all but one of them read as another log's bytes.
             return Err(Error::Io(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!(
                     "a LogDir numbers each segment's log itself: a writer format with \
-                     recyclable log number {number} is refused; use recycle_segments(n), \
-                     which writes every segment recyclable with its own number"
+                     log number {number} is refused; use dialect(Dialect::Pebble) for \
+                     Pebble's WAL-sync segments, dialect(Dialect::RocksDb) or \
+                     recycle_segments(n) for recyclable ones, each with its own number"
                 ),
+            )));
+        }
+        if self.pebble() && format.is_compressed() {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "Pebble's WAL-sync segments have no compression: a compressed writer \
+                 format is refused with dialect(Dialect::Pebble)",
             )));
         }
         let dir = path.as_ref().to_path_buf();
@@ -294,6 +389,7 @@ impl LogDirOptions {
                 &self.storage,
                 self.writer.unsynced_window(),
                 self.recycle_segments,
+                self.pebble(),
             ),
         )
         .await?;
@@ -334,6 +430,7 @@ impl LogDirOptions {
                     first,
                     active: recovered.active,
                     sealed: recovered.sealed,
+                    ends: recovered.ends,
                     pins: BTreeMap::new(),
                     replica_pins: BTreeMap::new(),
                     truncations: Vec::new(),
@@ -355,7 +452,9 @@ impl LogDirOptions {
 ///
 /// A directory holds segments `000001.log`, `000002.log`, … (at least six digits,
 /// as LevelDB and RocksDB name their logs). Each is an ordinary log file that any
-/// LevelDB-format reader reads as it is; a record never spans two segments. The
+/// LevelDB-format reader reads as it is (in the dialect of
+/// [`LogDirOptions::dialect`]: with `Dialect::Pebble`, each is Pebble's WAL
+/// `NNNNNN.log`); a record never spans two segments. The
 /// last segment is *active*: an [`AsyncLogWriter`] appends to it with group commit.
 /// The others are *sealed*: complete, synced, never written again.
 ///
@@ -490,6 +589,9 @@ pub(crate) struct Catalog {
     pub(crate) active: u64,
     /// Sealed segments and their lengths.
     pub(crate) sealed: BTreeMap<u64, u64>,
+    /// Where the records of sealed Pebble segments end, before their EOF trailers
+    /// (other segments' records end at their lengths).
+    pub(crate) ends: BTreeMap<u64, u64>,
     /// Segments readers still need, with how many readers need each.
     pub(crate) pins: BTreeMap<u64, usize>,
     /// The same for connected replicas: kept up to
@@ -505,6 +607,11 @@ pub(crate) struct Catalog {
 }
 
 impl Catalog {
+    /// Where the records of sealed segment `segment`, `len` bytes long, end.
+    fn records_end(&self, segment: u64, len: u64) -> u64 {
+        self.ends.get(&segment).copied().unwrap_or(len)
+    }
+
     pub(crate) fn pin(&mut self, segment: u64) {
         *self.pins.entry(segment).or_default() += 1;
     }
@@ -725,7 +832,7 @@ impl LogDir {
     /// yet takes whatever it is given, so a record larger than `max_segment_bytes`
     /// gets a segment of its own.
     async fn reserve(&self, estimate: u64) -> Result<RwLockReadGuard<'_, Active>, Error> {
-        let max = self.inner.options.max_segment_bytes;
+        let max = self.inner.options.max_appended_bytes();
         loop {
             let active = self.inner.active.read().await;
             active.writer()?;
@@ -835,12 +942,20 @@ impl LogDir {
     async fn rotate_locked(&self, active: &mut Active) -> Result<u64, Error> {
         let writer = active.writer()?.clone();
         let segment = active.segment;
+        // No append is in flight (the lock is held): the records end here.
+        let records_end = writer.stats().len;
         let len = match writer.close().await {
             Ok(len) => len,
             Err(e) => return Err(active.poison(e)),
         };
         active.writer = None;
-        self.inner.catalog().sealed.insert(segment, len);
+        {
+            let mut catalog = self.inner.catalog();
+            catalog.sealed.insert(segment, len);
+            if len != records_end {
+                catalog.ends.insert(segment, records_end);
+            }
+        }
         let next = segment + 1;
         let writer = match self.start_writer(next, None).await {
             Ok(writer) => writer,
@@ -870,6 +985,7 @@ impl LogDir {
             let written = blocking(move || recycle::written_as(&path, number)).await?;
             let format = match written {
                 recycle::Written::Recyclable => recycle::segment_format(number, true),
+                recycle::Written::WalSync => crate::LogFormat::pebble(number),
                 recycle::Written::Unknown => options.new_segment_format(number),
                 recycle::Written::Legacy | recycle::Written::Stale => {
                     options.writer.format_in_use()
@@ -932,7 +1048,9 @@ impl LogDir {
             let mut victims: Vec<(u64, u64)> = catalog
                 .sealed
                 .range(..limit)
-                .take_while(|(&segment, &len)| LogPosition::new(segment, len) <= pos)
+                .take_while(|(&segment, &len)| {
+                    LogPosition::new(segment, catalog.records_end(segment, len)) <= pos
+                })
                 .map(|(&segment, &len)| (segment, len))
                 .collect();
             let keep_from = replica_keep_from(
@@ -957,7 +1075,10 @@ impl LogDir {
         };
         let through = {
             let catalog = self.inner.catalog();
-            LogPosition::new(last, catalog.sealed.get(&last).copied().unwrap_or(0))
+            let len = catalog.sealed.get(&last).copied().unwrap_or(0);
+            // The end of its last record: a checkpoint there (before a Pebble
+            // segment's EOF trailer) reads on from the next segment kept.
+            LogPosition::new(last, catalog.records_end(last, len))
         };
         let dir = self.inner.dir.clone();
         let storage = Arc::clone(&self.inner.options.storage);
@@ -988,7 +1109,7 @@ impl LogDir {
                 let reusable = pooled.len() < room
                     && matches!(
                         recycle::written_as(&path, segment),
-                        Ok(recycle::Written::Recyclable)
+                        Ok(recycle::Written::Recyclable | recycle::Written::WalSync)
                     );
                 let gone = if reusable {
                     storage
@@ -1014,6 +1135,7 @@ impl LogDir {
             Ok(()) => {
                 for segment in &victims {
                     catalog.sealed.remove(segment);
+                    catalog.ends.remove(segment);
                 }
                 catalog.purged_through = catalog.purged_through.max(through);
                 drop(catalog);
@@ -1025,6 +1147,7 @@ impl LogDir {
                 // Keep what was not deleted; what was is gone from the directory.
                 for segment in victims.iter().filter(|&&s| s < failed) {
                     catalog.sealed.remove(segment);
+                    catalog.ends.remove(segment);
                 }
                 if failed != u64::MAX {
                     catalog.first = failed;
@@ -1186,6 +1309,7 @@ impl LogDir {
         {
             let mut catalog = self.inner.catalog();
             catalog.sealed.retain(|&segment, _| segment < pos.segment);
+            catalog.ends.retain(|&segment, _| segment < pos.segment);
             catalog.active = pos.segment;
             catalog.truncations.push(pos);
         }
@@ -1202,9 +1326,7 @@ impl LogDir {
         let mut reader = LogReader::open_at(
             &path,
             0,
-            LogDecoder::builder()
-                .dialect(crate::Dialect::RocksDb)
-                .log_number(pos.segment),
+            &dialect::segment_decoder(pos.segment, self.inner.options.pebble()),
         )
         .await?;
         while let Some(record) = reader.next_record().await {
@@ -1275,8 +1397,11 @@ impl LogDir {
             Ok(writer) => {
                 let writer = writer.clone();
                 active.writer = None;
+                // Where the records end: before the EOF trailer that closes a
+                // Pebble segment, which reopening cuts (appends go on there).
+                let records_end = writer.stats().len;
                 match writer.close().await {
-                    Ok(len) => Ok(LogPosition::new(active.segment, len)),
+                    Ok(_) => Ok(LogPosition::new(active.segment, records_end)),
                     Err(e) => Err(e),
                 }
             }

@@ -304,6 +304,8 @@ impl Stream for DirReader {
 struct Walk {
     dir: PathBuf,
     source: Source,
+    /// The segments are Pebble's (see `LogDirOptions::dialect`).
+    pebble: bool,
     follow: bool,
     poll_interval: Duration,
     /// The segment being read.
@@ -378,6 +380,7 @@ impl Walk {
         let end = inner.subscribe();
         Ok(Walk {
             dir: inner.dir().to_path_buf(),
+            pebble: inner.options.pebble(),
             source: Source::Writer {
                 inner,
                 end,
@@ -400,11 +403,14 @@ impl Walk {
         let dir = path.as_ref().to_path_buf();
         // The segments a reader reads (`LogDir::list`): segments a crash kept from a
         // purge are not part of the log.
-        let listing = {
+        let (listing, pebble) = {
             let dir = dir.clone();
-            tokio::task::spawn_blocking(move || super::listing::list(&dir))
-                .await
-                .map_err(std::io::Error::other)??
+            tokio::task::spawn_blocking(move || {
+                let listing = super::listing::list(&dir)?;
+                Ok::<_, Error>((listing, super::dialect::is_marked_pebble(&dir)?))
+            })
+            .await
+            .map_err(std::io::Error::other)??
         };
         let purged_through = listing.purged_through;
         let first = listing
@@ -415,6 +421,7 @@ impl Walk {
         Ok(Walk {
             dir,
             source: Source::Files,
+            pebble,
             follow: false,
             poll_interval: DEFAULT_POLL_INTERVAL,
             segment: from.segment,
@@ -694,10 +701,10 @@ impl Walk {
         file.seek(SeekFrom::Start(read_to)).await?;
         // RocksDB's dialect with the segment's number: a legacy segment reads as
         // LevelDB's reader reads it, a recyclable one (recycling) ends where the
-        // bytes of its file's earlier use begin.
-        let mut decoder = LogDecoder::builder()
-            .dialect(crate::Dialect::RocksDb)
-            .log_number(self.segment)
+        // bytes of its file's earlier use begin. Pebble's dialect with it in a
+        // directory of Pebble's segments: a sealed one ends at its EOF trailer, a
+        // recycled one where its file's earlier use (another number) begins.
+        let mut decoder = super::dialect::segment_decoder(self.segment, self.pebble)
             .start_offset(self.start_offset)
             .build();
         if guard.is_some() {

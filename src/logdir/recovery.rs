@@ -7,6 +7,11 @@
 //! | sealed (not last)| no: [`Error::BadSegment`] | [`Error::BadSegment`] |
 //! | last (active)    | yes: cut, as `AsyncLogWriter::open` does | [`Error::BadSegment`] |
 //! | missing number   | [`Error::MissingSegment`] |                 |
+//!
+//! Segments are read in their directory's dialect (see [`super::dialect`]): a
+//! sealed Pebble segment must end with the EOF trailer its seal wrote, the
+//! active one's trailer (a clean close) is cut with its torn tail, and a directory
+//! of the other dialect than asked for is refused ([`Error::WrongDialect`]).
 
 use std::collections::BTreeMap;
 use std::io::{self, SeekFrom};
@@ -15,6 +20,7 @@ use std::sync::Arc;
 
 use tokio::io::AsyncSeekExt;
 
+use super::dialect;
 use super::fs::{blocking, DirStorage};
 use super::position::LogPosition;
 use super::recycle::{self, Written};
@@ -35,6 +41,8 @@ pub(crate) const PURGED_FILE: &str = "PURGED";
 pub(crate) struct Recovered {
     /// Sealed segments and their lengths, oldest first.
     pub(crate) sealed: BTreeMap<u64, u64>,
+    /// Where the records of sealed Pebble segments end, before their trailers.
+    pub(crate) ends: BTreeMap<u64, u64>,
     /// The last segment: appends go on there.
     pub(crate) active: u64,
     /// Its length after the torn tail was cut.
@@ -57,17 +65,20 @@ pub(crate) struct Recovered {
 /// last sync (a page lost while a later one reached the disk) is cut too.
 ///
 /// With `recycle` above 0, new segments are recyclable (see [`recycle`]) and up to
-/// `recycle` pooled files are kept; the others are deleted.
+/// `recycle` pooled files are kept; the others are deleted. With `pebble`, the
+/// directory is (or becomes) one of Pebble's segments.
 pub(crate) async fn recover(
     dir: &Path,
     fs: &Arc<dyn DirStorage>,
     unsynced_window: u64,
     recycle: usize,
+    pebble: bool,
 ) -> Result<Recovered, Error> {
     finish_truncation(dir, fs).await?;
     let purged_through = read_purged(dir).await?;
     let segments = finish_purge(dir, purged_through, fs).await?;
     let pool = trim_pool(dir, fs, recycle).await?;
+    check_dialect(dir, fs, &segments, purged_through, pebble).await?;
     let recycling = recycle > 0;
     let (first, last) = match (segments.first(), segments.last()) {
         (Some(&first), Some(&last)) => (first, last),
@@ -78,6 +89,7 @@ pub(crate) async fn recover(
             let file = create_segment(dir, number, fs).await?;
             return Ok(Recovered {
                 sealed: BTreeMap::new(),
+                ends: BTreeMap::new(),
                 active: number,
                 active_len: 0,
                 active_file: file,
@@ -91,8 +103,15 @@ pub(crate) async fn recover(
         return Err(Error::MissingSegment { segment: hole });
     }
     let mut sealed = BTreeMap::new();
+    let mut ends = BTreeMap::new();
     for segment in first..last {
-        let len = check_sealed(dir, segment).await?;
+        let len = if pebble {
+            let (len, records_end) = check_sealed_pebble(dir, segment).await?;
+            ends.insert(segment, records_end);
+            len
+        } else {
+            check_sealed(dir, segment).await?
+        };
         sealed.insert(segment, len);
     }
     let path = segment_path(dir, last);
@@ -100,14 +119,29 @@ pub(crate) async fn recover(
         let path = path.clone();
         blocking(move || recycle::written_as(&path, last)).await?
     };
+    let own = |number| {
+        if pebble {
+            LogFormat::pebble(number)
+        } else {
+            recycle::segment_format(number, true)
+        }
+    };
     let active_format = match written {
+        Written::Legacy | Written::Recyclable if pebble => {
+            return Err(dialect::wrong_dialect(dir, false))
+        }
+        Written::WalSync if !pebble => return Err(dialect::wrong_dialect(dir, true)),
         Written::Legacy => Some(LogFormat::leveldb()),
-        Written::Recyclable | Written::Stale => Some(recycle::segment_format(last, true)),
+        Written::Recyclable | Written::WalSync | Written::Stale => Some(own(last)),
         Written::Unknown => None,
     };
-    // A torn start is scanned as new segments are written: a recyclable one cut
-    // short reads as the end of a recycled log.
-    let scan_format = active_format.unwrap_or(recycle::segment_format(last, recycling));
+    // A torn start is scanned as new segments are written: a recyclable (or
+    // Pebble) one cut short reads as the end of a recycled log.
+    let scan_format = active_format.unwrap_or(if pebble {
+        LogFormat::pebble(last)
+    } else {
+        recycle::segment_format(last, recycling)
+    });
     let mut file = tokio::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -135,6 +169,7 @@ pub(crate) async fn recover(
     file.seek(SeekFrom::Start(active_len)).await?;
     Ok(Recovered {
         sealed,
+        ends,
         active: last,
         active_len,
         active_file: file.into_std().await,
@@ -142,6 +177,53 @@ pub(crate) async fn recover(
         active_format,
         pool,
     })
+}
+
+/// Refuses a directory of the other dialect than `pebble` says (see
+/// [`super::dialect`]), and marks a new Pebble directory (one that holds no record
+/// and no `DIALECT` file) before its first segment is written.
+async fn check_dialect(
+    dir: &Path,
+    fs: &Arc<dyn DirStorage>,
+    segments: &[u64],
+    purged_through: LogPosition,
+    pebble: bool,
+) -> Result<(), Error> {
+    let dir_path = dir.to_path_buf();
+    let fs = Arc::clone(fs);
+    let segments = segments.to_vec();
+    let verdict = blocking(move || {
+        let dir = dir_path;
+        let marked = dialect::is_marked_pebble(&dir)?;
+        if marked && !pebble {
+            return Ok(Some(true));
+        }
+        // A segment's own headers tell when the file does not (lost, or a copy of
+        // the segments alone).
+        for &segment in &segments {
+            match recycle::written_as(&segment_path(&dir, segment), segment)? {
+                Written::WalSync if !pebble => return Ok(Some(true)),
+                Written::Legacy | Written::Recyclable if pebble => return Ok(Some(false)),
+                _ => {}
+            }
+        }
+        if pebble && !marked {
+            let holds_records = purged_through != LogPosition::START
+                || segments.iter().any(|&segment| {
+                    std::fs::metadata(segment_path(&dir, segment)).is_ok_and(|m| m.len() > 0)
+                });
+            if holds_records {
+                return Ok(Some(false));
+            }
+            dialect::mark_pebble(&dir, &fs)?;
+        }
+        Ok(None)
+    })
+    .await?;
+    match verdict {
+        Some(pebble_found) => Err(dialect::wrong_dialect(dir, pebble_found)),
+        None => Ok(()),
+    }
 }
 
 /// The pooled files of `dir`, all but the `keep` newest deleted.
@@ -244,6 +326,40 @@ async fn check_sealed(dir: &Path, segment: u64) -> Result<u64, Error> {
         return Err(bad_segment(segment, cut));
     }
     Ok(scan.file_len)
+}
+
+/// Reads a sealed Pebble segment whole: it must hold only complete, intact
+/// records (by Pebble's rule: damage a later synced offset proves is corruption,
+/// any other ends the log) and end with the EOF trailer its seal wrote. Returns its
+/// length, the trailer included, and where its records end.
+async fn check_sealed_pebble(dir: &Path, segment: u64) -> Result<(u64, u64), Error> {
+    use futures::TryStreamExt;
+    let file = tokio::fs::File::open(segment_path(dir, segment)).await?;
+    let file_len = file.metadata().await?.len();
+    let mut records = tokio_util::codec::FramedRead::with_capacity(
+        file,
+        dialect::segment_decoder(segment, true).build(),
+        64 * 1024,
+    );
+    loop {
+        match records.try_next().await {
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(e) => return Err(bad_segment(segment, e)),
+        }
+    }
+    let decoder = records.decoder();
+    let trailer_at = file_len.checked_sub(dialect::EOF_TRAILER_BYTES);
+    let valid = decoder.valid_prefix_len();
+    if decoder.has_eof_trailer() && decoder.recycled_end() == trailer_at {
+        return Ok((file_len, valid));
+    }
+    let cut = Error::Corruption {
+        offset: valid,
+        bytes: file_len.saturating_sub(valid),
+        kind: crate::CorruptionKind::TruncatedTail,
+    };
+    Err(bad_segment(segment, cut))
 }
 
 fn bad_segment(segment: u64, error: Error) -> Error {

@@ -69,6 +69,9 @@ pub(crate) enum Written {
     Unknown,
     /// Recyclable headers with its own number.
     Recyclable,
+    /// Pebble's WAL-sync headers with its own number, or only the EOF trailer that
+    /// closes it (a Pebble segment sealed or closed empty).
+    WalSync,
     /// Recyclable headers with another number: a reused file in which nothing of
     /// its new use has reached the disk.
     Stale,
@@ -92,7 +95,22 @@ pub(crate) fn written_as(path: &Path, number: u64) -> io::Result<Written> {
                 | FragmentType::Last,
                 _,
             )) => Written::Legacy,
-            _ => Written::Unknown,
+            _ => match crate::detect::detect(&start) {
+                // A reused file's earlier use as another Pebble segment is stale
+                // too: Pebble's reader takes another number for the log's end.
+                crate::detect::Detected::Dialect {
+                    dialect: crate::Dialect::Pebble,
+                    log_number: Some(n),
+                    ..
+                } => {
+                    if n == number as u32 {
+                        Written::WalSync
+                    } else {
+                        Written::Stale
+                    }
+                }
+                _ => Written::Unknown,
+            },
         },
     })
 }
@@ -134,10 +152,23 @@ mod tests {
                 Written::Recyclable,
             ),
             (Some(LogFormat::leveldb().recyclable(4)), Written::Stale),
+            (Some(LogFormat::pebble(5)), Written::WalSync),
+            (Some(LogFormat::pebble(4)), Written::Stale),
         ];
         for (i, (format, expected)) in cases.into_iter().enumerate() {
             let path = write(&format!("{i}.log"), format);
             assert_eq!(written_as(&path, 5).unwrap(), expected, "{format:?}");
+        }
+        // A Pebble segment sealed or closed empty: only its EOF trailer.
+        for (number, expected) in [(5, Written::WalSync), (4, Written::Stale)] {
+            let mut log = bytes::BytesMut::new();
+            let mut encoder: LogEncoder = LogEncoder::builder()
+                .format(LogFormat::pebble(number))
+                .build();
+            encoder.encode_eof_trailer(&mut log);
+            let path = dir.path().join(format!("trailer-{number}.log"));
+            std::fs::write(&path, &log).unwrap();
+            assert_eq!(written_as(&path, 5).unwrap(), expected);
         }
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! | command      | on a directory                                                     |
 //! |--------------|--------------------------------------------------------------------|
-//! | `verify`     | each segment as `verify FILE` does (`--dialect auto`: a recycled segment reads in RocksDB's dialect, its number from its name) under a `== 000007.log` header, then a directory summary |
+//! | `verify`     | each segment as `verify FILE` does (`--dialect auto`: a recycled segment reads in RocksDB's dialect, a Pebble one in Pebble's, its number from its name) under a `== 000007.log` header, then a directory summary |
 //! | `stat`       | each segment as `stat FILE` does, under the same headers, then the summary |
 //! | `dump`       | every record in order, positions as `000007:1234` (a [`LogPosition`]); `--from POSITION` starts there |
 //! | `cat`        | every payload in order; `--from POSITION` too                      |
@@ -24,7 +24,9 @@
 //! and the exit status is 1 (`verify DIR` lists all of it). A torn tail at the end
 //! of the last segment (bytes after its last record that are not all zeros: a
 //! record cut short, or one a writer is writing) is left out and gives exit 3, as
-//! for a file.
+//! for a file; a Pebble segment's EOF trailer (a clean close) and a reused
+//! segment's earlier use are its end. The records of a directory of Pebble's
+//! segments (its `DIALECT` file) are read in Pebble's dialect.
 //!
 //! Options about one file's bytes (`--start`, `--physical`, `--record`,
 //! `--recovery`, `--dialect`, `--log-number`, the batch formats, the input limits
@@ -336,32 +338,61 @@ fn read_error(path: &Path, error: walcodec::Error) -> Result<Status, Failure> {
 }
 
 /// Whether `tail`, the bytes after the last record of segment `number` (at
-/// `path`), are what its file held in an earlier use rather than a write of its
+/// `path`, the record ending at `from`), are its end rather than a write of its
 /// own cut short: the segment is a recycled one (its first fragment has a
-/// recyclable header of its number) and `tail` does not start with a recyclable
-/// header of that number.
-fn earlier_use(path: &Path, number: u64, tail: &[u8]) -> Result<bool, Failure> {
+/// recyclable or WAL-sync header of its number) and `tail` does not start with
+/// such a header of that number (it is what the file held in an earlier use), or
+/// the segment is Pebble's and `tail` is the EOF trailer of a clean close.
+fn earlier_use(path: &Path, number: u64, from: u64, tail: &[u8]) -> Result<bool, Failure> {
     let mut start = vec![0u8; walcodec::BLOCK_SIZE];
     let mut file = std::fs::File::open(path).map_err(|e| Failure::io(path, e))?;
     let n = file.read(&mut start).map_err(|e| Failure::io(path, e))?;
-    let sniffed = walcodec::fragment::sniff(&start[..n]);
-    if sniffed.log_number != Some(number as u32) {
+    let (dialect, first) = match walcodec::detect::detect(&start[..n]) {
+        walcodec::detect::Detected::Dialect {
+            dialect: walcodec::Dialect::Pebble,
+            log_number,
+            ..
+        } => (walcodec::Dialect::Pebble, log_number),
+        _ => (
+            walcodec::Dialect::RocksDb,
+            walcodec::fragment::sniff(&start[..n]).log_number,
+        ),
+    };
+    if first != Some(number as u32) {
         return Ok(false);
     }
-    // checksum (4), length (2), type (1), log number (4): only the type and the
-    // number decide, since a write cut short has neither length nor checksum intact.
-    let Some(head) = tail.get(..11) else {
+    let header = if dialect == walcodec::Dialect::Pebble {
+        // The EOF trailer, after zeros to the block's end when fewer bytes than a
+        // trailer were left in it.
+        let block_left = walcodec::BLOCK_SIZE - (from % walcodec::BLOCK_SIZE as u64) as usize;
+        let padded = block_left < walcodec::fragment::RECYCLABLE_HEADER_SIZE
+            && tail
+                .get(..block_left)
+                .is_some_and(|pad| pad.iter().all(|&b| b == 0));
+        let after_pad = if padded { &tail[block_left..] } else { tail };
+        if walcodec::detect::eof_trailer(after_pad) == Some(number as u32 + 1) {
+            return Ok(true);
+        }
+        walcodec::fragment::WAL_SYNC_HEADER_SIZE
+    } else {
+        walcodec::fragment::RECYCLABLE_HEADER_SIZE
+    };
+    // checksum (4), length (2), type (1), log number (4), [synced offset (8)]: only
+    // the type and the number decide, since a write cut short has neither length
+    // nor checksum intact.
+    let Some(head) = tail.get(..header) else {
         return Ok(false);
     };
-    let mut probe = [0u8; 11];
-    probe.copy_from_slice(head);
+    let mut probe = [0u8; walcodec::fragment::WAL_SYNC_HEADER_SIZE];
+    probe[..header].copy_from_slice(head);
     probe[4] = 0;
     probe[5] = 0;
-    let rules = walcodec::fragment::FragmentRules::new(walcodec::Dialect::RocksDb)
+    let probe = &probe[..header];
+    let rules = walcodec::fragment::FragmentRules::new(dialect)
         .log_number(number)
         .verify_checksums(false);
     Ok(!matches!(
-        rules.parse(&probe, walcodec::BLOCK_SIZE),
+        rules.parse(probe, walcodec::BLOCK_SIZE),
         walcodec::fragment::Parsed::Fragment(fragment) if fragment.log_number().is_some()
     ))
 }
@@ -397,7 +428,7 @@ fn end_status(path: &Path, end: LogPosition) -> Result<Status, Failure> {
             break;
         }
         if buf[..n].iter().any(|&b| b != 0) {
-            if left == last.len - from && earlier_use(&last.path, last.number, &buf[..n])? {
+            if left == last.len - from && earlier_use(&last.path, last.number, from, &buf[..n])? {
                 // A reused segment's bytes from its earlier use: its end, nothing
                 // lost (`verify` says the same).
                 return Ok(Status::Clean);

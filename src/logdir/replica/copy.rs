@@ -105,8 +105,14 @@ impl Replica {
         let dir = path.as_ref().to_path_buf();
         let storage: Arc<dyn DirStorage> = Arc::new(OsDirStorage);
         let lock = lock::create_and_lock(&dir, &storage).await?;
-        let recovered =
-            recovery::recover(&dir, &storage, WriterOptions::new().unsynced_window(), 0).await?;
+        let recovered = recovery::recover(
+            &dir,
+            &storage,
+            WriterOptions::new().unsynced_window(),
+            0,
+            false,
+        )
+        .await?;
         let first = recovered
             .sealed
             .keys()

@@ -65,11 +65,24 @@ impl LogDir {
     /// truncated below what it was sent; [`Error::ReplicaVersion`] and
     /// [`Error::ReplicaProtocol`] for a peer that is not a replica of this version
     /// (the replica is told before the connection is closed). A replica that goes
-    /// away after the handshake is not an error.
+    /// away after the handshake is not an error. [`Error::WrongDialect`] at once
+    /// for a log of Pebble's segments
+    /// ([`LogDirOptions::dialect`](crate::LogDirOptions::dialect)): replication
+    /// ships LevelDB's and RocksDB's segments only (the replica sees the
+    /// connection closed before the handshake).
     pub async fn serve_replica<C>(&self, conn: C) -> Result<ShipStats, Error>
     where
         C: AsyncRead + AsyncWrite + Unpin + Send,
     {
+        if self.inner.options.dialect_in_use() == crate::Dialect::Pebble {
+            // The replica checks what arrives in RocksDB's dialect and keeps no
+            // `DIALECT` file: Pebble's segments are refused before the handshake.
+            return Err(Error::WrongDialect {
+                path: self.path().to_path_buf(),
+                found: crate::Dialect::Pebble,
+                expected: crate::Dialect::LevelDb,
+            });
+        }
         let (mut rd, mut wr) = tokio::io::split(conn);
         let hello = Hello {
             version: PROTOCOL_VERSION,
