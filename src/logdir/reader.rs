@@ -570,6 +570,12 @@ impl Walk {
                 if cursor.decoder.offset() + cursor.buf.len() as u64 > cursor.decoder.rewind_point()
                 {
                     self.go_back().await?;
+                    // What was read past the last record may be older than the
+                    // writer's last write (zeros a decoder skips to a block's end
+                    // leave no trace), so `caught_up` reads it again once.
+                    if self.look_again() {
+                        continue;
+                    }
                 }
             }
             if self.stop_here() {

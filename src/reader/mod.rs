@@ -302,6 +302,13 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                             > self.decoder.rewind_point()
                     {
                         self.go_back();
+                        // What was read past the last record may be older than
+                        // the writer's last write (zeros the decoder skips to a
+                        // block's end leave no trace): `caught_up` reads it again
+                        // once before saying it has read everything.
+                        if self.look_again(wait) {
+                            continue;
+                        }
                     }
                     if let Some(at_end) = self.start_waiting(wait) {
                         return Poll::Ready(at_end);
