@@ -8,7 +8,12 @@
 //!
 //! ```text
 //! cargo run --release --example replica_lag -- 3 3   # seconds per run, rounds
+//! REPLICA_DIR=/dev/shm cargo run --release --example replica_lag -- 3 3
 //! ```
+//!
+//! `REPLICA_DIR` puts the replicas' directories there (say a tmpfs, or another
+//! disk), standing in for replicas on other machines: by default they share the
+//! primary's disk and its syncs.
 
 use std::time::{Duration, Instant};
 
@@ -52,7 +57,10 @@ async fn run(replicas: usize, seconds: f64) -> Result<Run, BoxError> {
     });
     let mut copies = Vec::new();
     for _ in 0..replicas {
-        let rdir = tempfile::tempdir()?;
+        let rdir = match std::env::var_os("REPLICA_DIR") {
+            Some(base) => tempfile::tempdir_in(base)?,
+            None => tempfile::tempdir()?,
+        };
         let mut replica = Replica::open(rdir.path()).await?;
         let mut end = replica.durable_end();
         let watcher = tokio::spawn(async move {

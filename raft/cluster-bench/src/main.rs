@@ -3,9 +3,11 @@
 //! each write is applied, with each node's log in its own directory on the real
 //! disk. Side by side in one run, rounds alternating the order:
 //!
-//! - `logstore`: walcodec-raft's `LogStore` with its defaults;
-//! - `logstore-prealloc`: the same with the writer's preallocation (1 MiB of
-//!   zeros ahead of the log, so that a sync does not commit a new file size);
+//! - `logstore`: walcodec-raft's `LogStore` with its defaults (the writer
+//!   preallocates 1 MiB of zeros ahead of the log, so that a sync does not commit
+//!   a new file size);
+//! - `logstore-growing`: the same with `preallocate(0)`, files growing with each
+//!   write (the default before preallocation was);
 //! - `memory`: an in-memory log store, the ceiling (see `memory.rs`);
 //! - `rocksdb`: a RocksDB log store that syncs its WAL on every append, as
 //!   openraft's `rocksstore-v2` does (feature `rocksdb`, see `rocks.rs`);
@@ -21,7 +23,7 @@
 //! --rounds N            rounds of every contender (default 3)
 //! --writes N            client writes (entries) per run (default 4096)
 //! --clients 1,64,256    client counts of the main table
-//! --stores a,b,c        any of memory, logstore, logstore-prealloc, rocksdb
+//! --stores a,b,c        any of memory, logstore, logstore-growing, rocksdb
 //!                       (default: all built)
 //! --pack 16,64          commands per entry for the packing table ("" skips it)
 //! --pack-clients 1,64   client counts of the packing table
@@ -62,8 +64,8 @@ const NODES: [NodeId; 3] = [0, 1, 2];
 enum Kind {
     Memory,
     LogStore,
-    /// `LogStore` with the writer's preallocation (1 MiB of zeros ahead of the log).
-    LogStorePrealloc,
+    /// `LogStore` with files growing with each write (`preallocate(0)`).
+    LogStoreGrowing,
     Rocks,
 }
 
@@ -72,7 +74,7 @@ impl Kind {
         match name {
             "memory" => Ok(Kind::Memory),
             "logstore" => Ok(Kind::LogStore),
-            "logstore-prealloc" => Ok(Kind::LogStorePrealloc),
+            "logstore-growing" => Ok(Kind::LogStoreGrowing),
             "rocksdb" if cfg!(feature = "rocksdb") => Ok(Kind::Rocks),
             "rocksdb" => Err("built without the `rocksdb` feature".into()),
             _ => Err(format!("unknown store {name:?}").into()),
@@ -80,7 +82,7 @@ impl Kind {
     }
 
     fn all() -> Vec<Kind> {
-        let mut all = vec![Kind::Memory, Kind::LogStore, Kind::LogStorePrealloc];
+        let mut all = vec![Kind::Memory, Kind::LogStore, Kind::LogStoreGrowing];
         if cfg!(feature = "rocksdb") {
             all.push(Kind::Rocks);
         }
@@ -93,7 +95,7 @@ impl fmt::Display for Kind {
         f.write_str(match self {
             Kind::Memory => "memory",
             Kind::LogStore => "logstore",
-            Kind::LogStorePrealloc => "logstore-prealloc",
+            Kind::LogStoreGrowing => "logstore-growing",
             Kind::Rocks => "rocksdb",
         })
     }
@@ -221,11 +223,11 @@ async fn cluster(store: Kind, dir: &Path) -> Result<Router, BoxError> {
                 let log = walcodec_raft::LogStore::<TypeConfig>::open(&path).await?;
                 start(&router, id, log).await?
             }
-            Kind::LogStorePrealloc => {
+            Kind::LogStoreGrowing => {
                 let log = walcodec_raft::LogStore::<TypeConfig>::builder()
                     .log_dir(
                         LogDirOptions::new()
-                            .writer(WriterOptions::new().preallocate(1 << 20))
+                            .writer(WriterOptions::new().preallocate(0))
                             .clone(),
                     )
                     .open(&path)
@@ -471,7 +473,7 @@ fn print_tables(options: &Options, results: &Results, bare: &[Outcome]) {
     println!();
     println!("Ratios, each the median of the per-round ratios (the rounds in brackets):");
     println!();
-    println!("| clients | writes/s LogStore / RocksDB | p99 LogStore / RocksDB | writes/s LogStore-prealloc / RocksDB | p99 LogStore-prealloc / RocksDB | writes/s LogStore / memory |");
+    println!("| clients | writes/s LogStore / RocksDB | p99 LogStore / RocksDB | writes/s LogStore-growing / RocksDB | p99 LogStore-growing / RocksDB | writes/s LogStore / memory |");
     println!("|---:|---|---|---|---|---|");
     let p99 = |o: &Outcome| 1.0 / ms(o.p99);
     for &clients in &options.clients {
@@ -484,7 +486,7 @@ fn print_tables(options: &Options, results: &Results, bare: &[Outcome]) {
             ratio_cell(ratios(
                 results,
                 key,
-                Kind::LogStorePrealloc,
+                Kind::LogStoreGrowing,
                 Kind::Rocks,
                 rate
             )),
@@ -492,7 +494,7 @@ fn print_tables(options: &Options, results: &Results, bare: &[Outcome]) {
                 results,
                 key,
                 Kind::Rocks,
-                Kind::LogStorePrealloc,
+                Kind::LogStoreGrowing,
                 p99
             )),
             ratio_cell(ratios(results, key, Kind::LogStore, Kind::Memory, rate)),
