@@ -22,18 +22,16 @@
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
-use std::time::Instant;
 
-use bytes::BytesMut;
 use criterion::{Criterion, Throughput};
-use walcodec::{LogDir, LogEncoder, WriterOptions, DEFAULT_PREALLOCATE_BYTES};
+use walcodec::{LogDir, WriterOptions, DEFAULT_PREALLOCATE_BYTES};
 
 #[path = "common/durable.rs"]
 mod durable;
 
 use durable::{
-    baseline, bench_dir, fresh_path, group_commit_with, median, record, runtime, spread_appends,
-    Tally, ROUNDS, ROUND_TIME,
+    baseline, bench_dir, fresh_path, group_commit_with, median, runtime, spread_appends, Tally,
+    ROUNDS, ROUND_TIME,
 };
 
 const TASKS: [usize; 2] = [1, 64];
@@ -43,8 +41,6 @@ const TASKS: [usize; 2] = [1, 64];
 fn baseline_preallocated(dir: &Path, iters: u64) -> Tally {
     let path = fresh_path(dir);
     let mut file = std::fs::File::create(&path).unwrap();
-    let mut encoder = LogEncoder::new();
-    let mut buf = BytesMut::new();
     let framed = 7 + durable::RECORD_BYTES as u64;
     let room = (iters * framed).div_ceil(1 << 20).max(1) << 20;
     let zeros = vec![0u8; 1 << 20];
@@ -53,24 +49,9 @@ fn baseline_preallocated(dir: &Path, iters: u64) -> Tally {
     }
     file.sync_data().unwrap();
     file.seek(SeekFrom::Start(0)).unwrap();
-    let mut latencies = Vec::with_capacity(iters as usize);
-    let start = Instant::now();
-    for seq in 0..iters {
-        let began = Instant::now();
-        buf.clear();
-        encoder.encode_record(&record(0, seq), &mut buf);
-        file.write_all(&buf).unwrap();
-        file.sync_data().unwrap();
-        latencies.push(began.elapsed());
-    }
-    let elapsed = start.elapsed();
+    let tally = durable::sync_each(&mut file, iters);
     std::fs::remove_file(&path).unwrap();
-    Tally {
-        appends: iters,
-        elapsed,
-        syncs: iters,
-        latencies,
-    }
+    tally
 }
 
 fn writer_options(preallocate: u64) -> WriterOptions {

@@ -67,6 +67,14 @@ pub fn record(task: usize, seq: u64) -> Vec<u8> {
 pub fn baseline(dir: &Path, iters: u64) -> Tally {
     let path = fresh_path(dir);
     let mut file = std::fs::File::create(&path).unwrap();
+    let tally = sync_each(&mut file, iters);
+    std::fs::remove_file(&path).unwrap();
+    tally
+}
+
+/// The loop of [`baseline`], from `file`'s position on: `iters` framed records, each
+/// written and synced on its own.
+pub fn sync_each(file: &mut std::fs::File, iters: u64) -> Tally {
     let mut encoder = LogEncoder::new();
     let mut buf = BytesMut::new();
     let mut latencies = Vec::with_capacity(iters as usize);
@@ -79,11 +87,9 @@ pub fn baseline(dir: &Path, iters: u64) -> Tally {
         file.sync_data().unwrap();
         latencies.push(began.elapsed());
     }
-    let elapsed = start.elapsed();
-    std::fs::remove_file(&path).unwrap();
     Tally {
         appends: iters,
-        elapsed,
+        elapsed: start.elapsed(),
         syncs: iters,
         latencies,
     }
