@@ -89,6 +89,7 @@ pub mod metadata;
 mod names;
 mod observe;
 pub mod physical;
+mod read_at;
 mod reader;
 mod record_decoder;
 mod record_reader;

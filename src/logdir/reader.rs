@@ -34,7 +34,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -43,7 +42,6 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures::Stream;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::watch;
 use tokio_util::codec::Decoder;
 
@@ -52,6 +50,7 @@ use super::segment::{list_segments, segment_path};
 use super::Inner;
 use crate::error::LogChange;
 use crate::format::block_start;
+use crate::read_at::read_at;
 use crate::reader::guard::FileGuard;
 use crate::{Error, LogDecoder, DEFAULT_POLL_INTERVAL};
 
@@ -338,7 +337,8 @@ enum Source {
 
 #[derive(Debug)]
 struct Cursor {
-    file: tokio::fs::File,
+    /// Read at offsets (`read_at`): from the page cache on the task's thread.
+    file: Arc<std::fs::File>,
     decoder: LogDecoder,
     buf: BytesMut,
     /// File offset just past the bytes read so far.
@@ -611,7 +611,6 @@ impl Walk {
         let cursor = self.cursor.as_mut().expect("a segment is open");
         let point = cursor.decoder.rewind();
         cursor.buf.clear();
-        cursor.file.seek(SeekFrom::Start(point)).await?;
         cursor.read_to = point;
         cursor.reached_end = true;
         if let Some(guard) = cursor.guard.as_mut() {
@@ -647,10 +646,7 @@ impl Walk {
         let cursor = self.cursor.as_mut().expect("a segment is open");
         let before = cursor.buf.len();
         cursor.buf.reserve(max);
-        let n = (&mut cursor.file)
-            .take(max as u64)
-            .read_buf(&mut cursor.buf)
-            .await?;
+        let n = read_at(&cursor.file, &mut cursor.buf, cursor.read_to, max).await?;
         if let Some(guard) = cursor.guard.as_mut() {
             guard.read(
                 &cursor.buf[before..before + n],
@@ -677,8 +673,12 @@ impl Walk {
             }
         }
         let path = segment_path(&self.dir, self.segment);
-        let mut file = match tokio::fs::File::open(&path).await {
-            Ok(file) => file,
+        let file = {
+            let path = path.clone();
+            super::fs::blocking(move || std::fs::File::open(path)).await
+        };
+        let file = match file {
+            Ok(file) => Arc::new(file),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return match self.source {
                     Source::Writer { .. } => {
@@ -694,17 +694,17 @@ impl Walk {
         let guard = match self.source {
             Source::Writer { .. } => None,
             Source::Files => {
-                let metadata = file.metadata().await?;
                 let segment = self.segment;
-                let guard =
-                    tokio::task::spawn_blocking(move || FileGuard::new(path, &metadata, read_to))
-                        .await
-                        .map_err(|join| Error::Io(std::io::Error::other(join)))?
-                        .map_err(|e| changed_under_reader(segment, read_to, e))?;
+                let opened = Arc::clone(&file);
+                let guard = tokio::task::spawn_blocking(move || {
+                    FileGuard::new(path, &opened.metadata()?, read_to)
+                })
+                .await
+                .map_err(|join| Error::Io(std::io::Error::other(join)))?
+                .map_err(|e| changed_under_reader(segment, read_to, e))?;
                 Some(guard)
             }
         };
-        file.seek(SeekFrom::Start(read_to)).await?;
         // RocksDB's dialect with the segment's number: a legacy segment reads as
         // LevelDB's reader reads it, a recyclable one (recycling) ends where the
         // bytes of its file's earlier use begin. Pebble's dialect with it in a
