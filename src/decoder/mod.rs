@@ -157,12 +157,45 @@ impl Parts {
         if self.views.len() == 1 {
             return self.views.pop().expect("one part");
         }
-        let mut record = BytesMut::with_capacity(self.len);
+        let mut record = aligned_for(&self.views, self.len);
         for part in self.views {
             record.extend_from_slice(&part);
         }
         record.freeze()
     }
+}
+
+/// What the copies of a join are aligned to: a cache line.
+const COPY_ALIGN: usize = 64;
+
+/// An empty buffer for `parts` (`len` bytes in all) placed so that the largest part
+/// lands at the same offset within a cache line as it sits in the read buffer.
+///
+/// A large `memcpy` (`rep movsb`) whose source and destination share that offset
+/// runs about a third faster than one whose do not (measured here: 32 KiB copies at
+/// mismatched offsets took 1.2x to 1.4x as long). A fresh allocation's offset has
+/// nothing to do with where the fragment's payload sits after its header, so
+/// without this a record's copy cost depended on its header size and place in the
+/// block: WAL-sync records of 32 KiB decoded at 0.88x to 0.98x of legacy ones.
+/// Costs at most `COPY_ALIGN - 1` bytes of capacity a joined record.
+fn aligned_for(parts: &[Bytes], len: usize) -> BytesMut {
+    let mut record = BytesMut::with_capacity(len + COPY_ALIGN - 1);
+    let mut before = 0;
+    let mut anchor = None::<(usize, &Bytes)>;
+    for part in parts {
+        if anchor.map_or(true, |(_, largest)| part.len() > largest.len()) {
+            anchor = Some((before, part));
+        }
+        before += part.len();
+    }
+    if let Some((before, part)) = anchor {
+        // Where the record must start for `part` to land in step with its source.
+        let wanted = (part.as_ptr() as usize).wrapping_sub(before);
+        let skip = wanted.wrapping_sub(record.as_ptr() as usize) % COPY_ALIGN;
+        record.resize(skip, 0);
+        record.advance(skip);
+    }
+    record
 }
 
 /// Bytes to pass over up to `until` (a block end).
@@ -1568,6 +1601,29 @@ impl Decoder for LogDecoder {
 mod tests {
     use super::*;
     use crate::LogEncoder;
+
+    /// A joined record starts where its largest part is copied in step with its
+    /// source (same offset within a cache line), whatever the sources' offsets.
+    #[test]
+    fn a_joined_record_is_placed_in_step_with_its_largest_part() {
+        let source = Bytes::from((0..70_000u32).map(|i| i as u8).collect::<Vec<_>>());
+        for (small_at, large_at) in [(3, 20_011), (0, 40_000), (17, 33), (60, 5_000)] {
+            let small = source.slice(small_at..small_at + 1000);
+            let large = source.slice(large_at..large_at + 20_000);
+            let mut parts = Parts::default();
+            parts.push(small.clone());
+            parts.push(large.clone());
+            let record = parts.join();
+            assert_eq!(&record[..1000], &small[..]);
+            assert_eq!(&record[1000..], &large[..]);
+            let copied_to = record.as_ptr() as usize + 1000;
+            assert_eq!(
+                copied_to % COPY_ALIGN,
+                large.as_ptr() as usize % COPY_ALIGN,
+                "parts at {small_at} and {large_at}"
+            );
+        }
+    }
 
     /// A FULL record is a view of the read buffer; a fragmented one is one new buffer.
     #[test]
