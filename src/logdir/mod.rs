@@ -226,7 +226,10 @@ impl LogDirOptions {
     /// number in every header: the bytes a reused file still holds from its
     /// earlier use carry another number, so every reader (this crate's, RocksDB's,
     /// `walcodec` with `--dialect auto`) takes them for the end of the segment,
-    /// never for records. A sealed segment is cut to its length. Only files written
+    /// never for records. A compressed writer
+    /// [`format`](WriterOptions::format) (`LogFormat::zstd`) stays compressed, as
+    /// RocksDB's WAL compression is with recycling. A sealed segment is cut to its
+    /// length. Only files written
     /// in that format, with their own number, are ever pooled; others are deleted
     /// as usual. Pooled files are `NNNNNN.log.recycle` (not segment names); on
     /// [`open`](Self::open) those beyond `n` are deleted.
@@ -312,10 +315,16 @@ impl LogDirOptions {
         if self.pebble() {
             crate::LogFormat::pebble(number)
         } else if self.recycle_segments > 0 || self.dialect == Dialect::RocksDb {
-            recycle::segment_format(number, true)
+            self.recyclable_format(number)
         } else {
             self.writer.format_in_use()
         }
+    }
+
+    /// Recyclable headers with segment `number`'s log number, compressed as the
+    /// writer's format is (RocksDB's WAL compression works with either header).
+    fn recyclable_format(&self, number: u64) -> crate::LogFormat {
+        recycle::recyclable_format(number, self.writer.format_in_use().is_compressed())
     }
 
     /// The bytes a segment may hold before its last, sealing, write: Pebble's
@@ -982,9 +991,15 @@ impl LogDir {
         if let Some((file, len)) = existing {
             // A truncated segment goes on in the format it was written in.
             let path = segment_path(&self.inner.dir, number);
-            let written = blocking(move || recycle::written_as(&path, number)).await?;
+            let (written, compressed) = blocking(move || {
+                Ok((
+                    recycle::written_as(&path, number)?,
+                    recycle::starts_compressed(&path)?,
+                ))
+            })
+            .await?;
             let format = match written {
-                recycle::Written::Recyclable => recycle::segment_format(number, true),
+                recycle::Written::Recyclable => recycle::recyclable_format(number, compressed),
                 recycle::Written::WalSync => crate::LogFormat::pebble(number),
                 recycle::Written::Unknown => options.new_segment_format(number),
                 recycle::Written::Legacy | recycle::Written::Stale => {

@@ -115,15 +115,21 @@ pub(crate) async fn recover(
         sealed.insert(segment, len);
     }
     let path = segment_path(dir, last);
-    let written = {
+    let (written, compressed) = {
         let path = path.clone();
-        blocking(move || recycle::written_as(&path, last)).await?
+        blocking(move || {
+            Ok((
+                recycle::written_as(&path, last)?,
+                recycle::starts_compressed(&path)?,
+            ))
+        })
+        .await?
     };
     let own = |number| {
         if pebble {
             LogFormat::pebble(number)
         } else {
-            recycle::segment_format(number, true)
+            recycle::recyclable_format(number, compressed)
         }
     };
     let active_format = match written {
@@ -132,8 +138,10 @@ pub(crate) async fn recover(
         }
         Written::WalSync if !pebble => return Err(dialect::wrong_dialect(dir, true)),
         Written::Legacy => Some(LogFormat::leveldb()),
-        Written::Recyclable | Written::WalSync | Written::Stale => Some(own(last)),
-        Written::Unknown => None,
+        Written::Recyclable | Written::WalSync => Some(own(last)),
+        // Nothing of the reused file's new use: a new segment, in the options'
+        // format (what the sniffed start says is of its earlier use).
+        Written::Stale | Written::Unknown => None,
     };
     // A torn start is scanned as new segments are written: a recyclable (or
     // Pebble) one cut short reads as the end of a recycled log.

@@ -60,6 +60,29 @@ pub(crate) fn segment_format(number: u64, recycling: bool) -> LogFormat {
     }
 }
 
+/// RocksDB's recyclable format with log `number`, with WAL compression when
+/// `compressed` (and the `zstd` feature is on; without it a compressed segment is
+/// refused when a writer goes on in it, as a log it cannot write).
+pub(crate) fn recyclable_format(number: u64, compressed: bool) -> LogFormat {
+    let format = segment_format(number, true);
+    #[cfg(feature = "zstd")]
+    if compressed {
+        return format.zstd();
+    }
+    let _ = compressed;
+    format
+}
+
+/// Whether the file at `path` starts with RocksDB's compression-type record: a
+/// writer going on in it must compress as its records are.
+pub(crate) fn starts_compressed(path: &Path) -> io::Result<bool> {
+    let mut start = Vec::with_capacity(BLOCK_SIZE);
+    std::fs::File::open(path)?
+        .take(BLOCK_SIZE as u64)
+        .read_to_end(&mut start)?;
+    Ok(sniff(&start).compressed)
+}
+
 /// What the start of segment `number`'s file says of how it was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Written {
