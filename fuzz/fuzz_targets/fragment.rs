@@ -23,7 +23,7 @@ fn check(rules: &FragmentRules, bytes: &[u8], block_left: usize) -> Parsed {
         Parsed::Incomplete { needed, .. } => {
             assert!(needed > bytes.len() && needed <= block_left);
         }
-        Parsed::Defect(defect) => assert!(defect.len() <= block_left && defect.len() > 0),
+        Parsed::Defect(defect) => assert!(defect.len() <= block_left && !defect.is_empty()),
     }
     parsed
 }
