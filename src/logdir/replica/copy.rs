@@ -286,7 +286,7 @@ impl Replica {
                     let Some(current) = stream.as_mut() else {
                         return Err(wire::protocol("data outside a segment"));
                     };
-                    let whole = self.take(current, &bytes)?;
+                    let whole = self.take(current, bytes)?;
                     // Synced once the primary has nothing more in flight, or after
                     // enough bytes: with the write, in one step.
                     let sync = rd.buffer().is_empty();
@@ -440,11 +440,14 @@ impl Replica {
 
     /// Verifies received bytes; returns the whole records they complete (to be
     /// written where the replica ends).
-    fn take(&mut self, stream: &mut Stream, bytes: &[u8]) -> Result<Bytes, Error> {
+    fn take(&mut self, stream: &mut Stream, mut bytes: BytesMut) -> Result<Bytes, Error> {
+        stream.pending.extend_from_slice(&bytes);
         let skipped = (stream.skip as usize).min(bytes.len());
         stream.skip -= skipped as u64;
-        stream.feed.extend_from_slice(&bytes[skipped..]);
-        stream.pending.extend_from_slice(bytes);
+        // The decoder mostly has consumed all it was given: it takes the message's
+        // buffer then, not a copy.
+        let _ = bytes.split_to(skipped);
+        stream.feed.unsplit(bytes);
         let mut end = self.len;
         while stream.decoder.decode(&mut stream.feed)?.is_some() {
             let Some(record) = stream.decoder.last_record() else {
