@@ -103,6 +103,8 @@ mod recovery_modes;
 mod repair;
 #[path = "replica_crash.rs"]
 mod replica_crash;
+#[path = "replica_power_cut.rs"]
+mod replica_power_cut;
 #[path = "replica_slow_peers.rs"]
 mod replica_slow_peers;
 #[path = "replication.rs"]

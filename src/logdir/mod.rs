@@ -1423,9 +1423,14 @@ impl LogDir {
             Err(Error::Closed) => Ok(*self.inner.end.borrow()),
             Err(e) => Err(e),
         };
+        drop(active);
         if let Ok(end) = result {
             self.inner.publish(end);
         }
+        // Wakes whoever waits on the durable end (a replica's serve loop) even when
+        // it did not move, once the log reads as closed: they stop at once, not at
+        // their next timer.
+        self.inner.end.send_modify(|_| {});
         self.inner
             .lock
             .lock()

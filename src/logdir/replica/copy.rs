@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite, AsyncWriteExt};
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio_util::codec::Decoder;
 
@@ -14,6 +14,7 @@ use crate::format::block_start;
 use crate::logdir::fs::{blocking, DirStorage, OsDirStorage};
 use crate::logdir::segment::segment_path;
 use crate::logdir::{lock, recovery};
+use crate::writer::Storage;
 use crate::{
     Dialect, DirReader, Error, LogDecoder, LogDir, LogDirOptions, LogPosition, Recovery,
     WriterOptions, BLOCK_SIZE,
@@ -28,8 +29,16 @@ const MAX_RECORD_BYTES: usize = 64 << 20;
 const MAX_PENDING: usize = MAX_RECORD_BYTES + MAX_RECORD_BYTES / 1024 + 2 * BLOCK_SIZE;
 
 /// The most bytes a replica writes before it syncs, while the primary keeps
-/// sending.
-const MAX_UNSYNCED: u64 = 8 << 20;
+/// sending. With the last write ([`MAX_WRITE`]) it stays within what recovery
+/// takes for a tail lost since the last sync
+/// ([`WriterOptions::unsynced_window`], about 5 MiB): a power cut that loses a
+/// page further back than that leaves a segment that `Replica::open` and
+/// `LogDir::open` refuse as damaged.
+const MAX_UNSYNCED: u64 = 4 << 20;
+
+/// The most bytes written in one go: a record larger than this is written in
+/// pieces, synced every [`MAX_UNSYNCED`] bytes.
+const MAX_WRITE: usize = 1 << 20;
 
 /// A copy of a primary [`LogDir`], kept up to date over any stream by
 /// [`sync_from`](Self::sync_from), for readers on another machine and for a
@@ -80,11 +89,15 @@ pub struct Replica {
     end: watch::Sender<LogPosition>,
     /// How long [`sync_from`](Self::sync_from) waits for the primary.
     timeout: Duration,
+    /// The directory's file-system steps (a simulator's in the power-cut tests).
+    storage: Arc<dyn DirStorage>,
 }
 
 /// One segment being copied.
 struct Stream {
-    file: tokio::fs::File,
+    /// The segment's file, written where the replica ends; `None` only while a
+    /// blocking thread has it.
+    file: Option<Box<dyn Storage>>,
     decoder: LogDecoder,
     /// What the decoder has yet to consume.
     feed: BytesMut,
@@ -102,8 +115,20 @@ impl Replica {
     /// replica resumes after its last complete record. Takes the directory's lock
     /// ([`Error::Locked`] when a `LogDir` or another `Replica` has it).
     pub async fn open(path: impl AsRef<Path>) -> Result<Replica, Error> {
+        Self::open_with_storage(path, Arc::new(OsDirStorage)).await
+    }
+
+    /// [`open`](Self::open) with the replica's file-system steps (creating,
+    /// writing, syncing and deleting its files and syncing its directory) done by
+    /// `storage`, as [`LogDirOptions::dir_storage`] does for a `LogDir`: the power-cut
+    /// tests record them to build what a crash could leave. A testing hook, not a
+    /// stable API.
+    #[doc(hidden)]
+    pub async fn open_with_storage(
+        path: impl AsRef<Path>,
+        storage: Arc<dyn DirStorage>,
+    ) -> Result<Replica, Error> {
         let dir = path.as_ref().to_path_buf();
-        let storage: Arc<dyn DirStorage> = Arc::new(OsDirStorage);
         let lock = lock::create_and_lock(&dir, &storage).await?;
         let recovered = recovery::recover(
             &dir,
@@ -128,6 +153,7 @@ impl Replica {
             len: recovered.active_len,
             end: watch::channel(end).0,
             timeout: wire::DEFAULT_TIMEOUT,
+            storage,
         })
     }
 
@@ -178,7 +204,7 @@ impl Replica {
     /// Every fragment's checksum is checked on arrival, and a record is written only
     /// whole, where it sits in the primary's segment, and synced before
     /// [`durable_end`](Self::durable_end) reports it: once nothing more has arrived,
-    /// at least every 8 MiB while the primary keeps sending, at a segment's seal and
+    /// at least every 4 MiB while the primary keeps sending, at a segment's seal and
     /// before this returns.
     ///
     /// # Errors
@@ -198,8 +224,8 @@ impl Replica {
         // sync yet: they are synced and reported before the replica resumes after them.
         let written = LogPosition::new(self.segment, self.len);
         if self.end() != written {
-            let file = tokio::fs::File::open(segment_path(&self.dir, self.segment)).await?;
-            file.sync_data().await?;
+            let (path, storage) = (segment_path(&self.dir, self.segment), self.storage.clone());
+            blocking(move || storage.sync_file(&std::fs::File::open(path)?)).await?;
             self.end.send_replace(written);
         }
         let position = if self.is_empty() {
@@ -260,10 +286,11 @@ impl Replica {
                     let Some(current) = stream.as_mut() else {
                         return Err(wire::protocol("data outside a segment"));
                     };
-                    self.take(current, &bytes).await?;
-                    if rd.buffer().is_empty() || current.unsynced >= MAX_UNSYNCED {
-                        self.make_durable(current).await?;
-                    }
+                    let whole = self.take(current, bytes)?;
+                    // Synced once the primary has nothing more in flight, or after
+                    // enough bytes: with the write, in one step.
+                    let sync = rd.buffer().is_empty();
+                    self.write(current, whole, sync).await?;
                 }
                 Message::Sealed { len } => {
                     let Some(current) = stream.as_ref() else {
@@ -287,9 +314,49 @@ impl Replica {
 
     /// Syncs what was written to the segment and reports it durable.
     async fn make_durable(&mut self, stream: &mut Stream) -> Result<(), Error> {
-        if stream.unsynced > 0 {
-            stream.file.sync_data().await?;
-            stream.unsynced = 0;
+        self.write(stream, Bytes::new(), true).await
+    }
+
+    /// Writes `whole` (complete records) where the replica ends, on a blocking
+    /// thread; syncs when `sync` or every [`MAX_UNSYNCED`] bytes, and reports the
+    /// end durable only once synced.
+    async fn write(&mut self, stream: &mut Stream, whole: Bytes, sync: bool) -> Result<(), Error> {
+        if whole.is_empty() && (!sync || stream.unsynced == 0) {
+            return Ok(());
+        }
+        let Some(mut file) = stream.file.take() else {
+            return Err(
+                std::io::Error::other("a replica segment lost to a cancelled write").into(),
+            );
+        };
+        let mut unsynced = stream.unsynced;
+        let len = whole.len() as u64;
+        let (file, result) = tokio::task::spawn_blocking(move || {
+            let result = (|| {
+                for piece in whole.chunks(MAX_WRITE) {
+                    write_all(&mut *file, piece)?;
+                    unsynced += piece.len() as u64;
+                    if unsynced >= MAX_UNSYNCED {
+                        file.sync()?;
+                        unsynced = 0;
+                    }
+                }
+                if sync && unsynced > 0 {
+                    file.sync()?;
+                    unsynced = 0;
+                }
+                Ok(unsynced)
+            })();
+            (file, result)
+        })
+        .await
+        .map_err(std::io::Error::other)?;
+        stream.file = Some(file);
+        let unsynced: std::io::Result<u64> = result;
+        let unsynced = unsynced?;
+        self.len += len;
+        stream.unsynced = unsynced;
+        if unsynced == 0 {
             self.end
                 .send_replace(LogPosition::new(self.segment, self.len));
         }
@@ -313,10 +380,10 @@ impl Replica {
             // A new replica takes the primary's numbering: its empty segment goes
             // first, so a crash never leaves two with a hole between them.
             let old = segment_path(&self.dir, self.segment);
-            let dir = self.dir.clone();
+            let (dir, storage) = (self.dir.clone(), self.storage.clone());
             blocking(move || {
-                std::fs::remove_file(old)?;
-                OsDirStorage.sync_dir(&dir)
+                storage.remove(&old)?;
+                storage.sync_dir(&dir)
             })
             .await?;
             self.first = segment;
@@ -330,22 +397,30 @@ impl Replica {
                 "the primary sends from another position than the replica's end",
             ));
         }
-        let path = segment_path(&self.dir, segment);
-        let mut file = tokio::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .await?;
         // The decoder starts at the block holding the replica's end, so it finds
         // where fragments begin; it returns only records starting at the end.
         // At a block's last bytes, that block start is the next one: the trailer
         // up to it arrives first and is not the decoder's (it is checked as a gap).
         let from = block_start(self.len);
         let skip = from.saturating_sub(self.len);
-        let mut feed = BytesMut::zeroed(self.len.saturating_sub(from) as usize);
-        file.seek(std::io::SeekFrom::Start(from.min(self.len)))
-            .await?;
-        file.read_exact(&mut feed).await?;
+        let (path, storage, len) = (
+            segment_path(&self.dir, segment),
+            self.storage.clone(),
+            self.len,
+        );
+        let (file, feed) = blocking(move || {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)?;
+            let mut feed = BytesMut::zeroed(len.saturating_sub(from) as usize);
+            file.seek(SeekFrom::Start(from.min(len)))?;
+            file.read_exact(&mut feed)?;
+            file.seek(SeekFrom::Start(len))?;
+            Ok((storage.storage(file), feed))
+        })
+        .await?;
         let decoder = LogDecoder::builder()
             .dialect(Dialect::RocksDb)
             .log_number(segment)
@@ -354,7 +429,7 @@ impl Replica {
             .start_offset(self.len)
             .build();
         Ok(Stream {
-            file,
+            file: Some(file),
             decoder,
             feed,
             skip,
@@ -363,12 +438,16 @@ impl Replica {
         })
     }
 
-    /// Verifies received bytes; writes and syncs the whole records they complete.
-    async fn take(&mut self, stream: &mut Stream, bytes: &[u8]) -> Result<(), Error> {
+    /// Verifies received bytes; returns the whole records they complete (to be
+    /// written where the replica ends).
+    fn take(&mut self, stream: &mut Stream, mut bytes: BytesMut) -> Result<Bytes, Error> {
+        stream.pending.extend_from_slice(&bytes);
         let skipped = (stream.skip as usize).min(bytes.len());
         stream.skip -= skipped as u64;
-        stream.feed.extend_from_slice(&bytes[skipped..]);
-        stream.pending.extend_from_slice(bytes);
+        // The decoder mostly has consumed all it was given: it takes the message's
+        // buffer then, not a copy.
+        let _ = bytes.split_to(skipped);
+        stream.feed.unsplit(bytes);
         let mut end = self.len;
         while stream.decoder.decode(&mut stream.feed)?.is_some() {
             let Some(record) = stream.decoder.last_record() else {
@@ -385,27 +464,19 @@ impl Replica {
             }
             end = record.end;
         }
-        if end > self.len {
-            let whole = stream.pending.split_to((end - self.len) as usize);
-            stream.file.seek(std::io::SeekFrom::Start(self.len)).await?;
-            stream.file.write_all(&whole).await?;
-            stream.file.flush().await?;
-            stream.unsynced += whole.len() as u64;
-            self.len = end;
-        }
+        let whole = stream.pending.split_to((end - self.len) as usize).freeze();
         if stream.pending.len() > MAX_PENDING {
             return Err(wire::protocol(
                 "more bytes than the largest record without one ending",
             ));
         }
-        Ok(())
+        Ok(whole)
     }
 
     /// Makes `segment` (empty) the replica's last one, durably, as a `LogDir`'s
     /// rotation does.
     async fn next_segment(&mut self, segment: u64) -> Result<(), Error> {
-        let storage: Arc<dyn DirStorage> = Arc::new(OsDirStorage);
-        drop(recovery::create_segment(&self.dir, segment, &storage).await?);
+        drop(recovery::create_segment(&self.dir, segment, &self.storage).await?);
         self.segment = segment;
         self.len = 0;
         self.end.send_replace(LogPosition::new(segment, 0));
@@ -431,4 +502,15 @@ impl Replica {
         self.lock.take();
         options.open(dir).await
     }
+}
+
+/// Writes all of `buf` through `file`.
+fn write_all(file: &mut dyn Storage, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match file.write(buf)? {
+            0 => return Err(std::io::ErrorKind::WriteZero.into()),
+            n => buf = &buf[n..],
+        }
+    }
+    Ok(())
 }

@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::wire::{self, Hello, Message, Refusal, PROTOCOL_VERSION};
+use crate::logdir::fs::blocking;
 use crate::logdir::segment::segment_path;
 use crate::logdir::{Catalog, Inner, LogDir};
 use crate::{Error, LogPosition};
@@ -14,6 +14,14 @@ use crate::{Error, LogPosition};
 /// Bytes read from a segment and sent in one data message: small enough that a
 /// replica verifies and writes as it goes (a cut loses the message it is in).
 const SHIP_CHUNK: usize = 64 * 1024;
+
+/// Bytes this close to the log's durable end were written moments ago and sit in
+/// the page cache: the serve loop reads them on its own thread (a `pread` of at most
+/// [`SHIP_CHUNK`] from memory), not on a blocking thread. A hop there and back per
+/// commit cost a replica following a busy log more CPU than all else it does.
+/// Older bytes (a replica catching up) may have to come from the disk: those are
+/// read on a blocking thread.
+const RECENT_BYTES: u64 = 4 << 20;
 
 /// What [`LogDir::serve_replica`] shipped to one replica.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -164,11 +172,11 @@ impl LogDir {
         stats.to = from;
         let mut segment = from.segment;
         let mut sent = from.offset;
-        let mut buf = vec![0u8; SHIP_CHUNK];
+        // A data message's header, then its bytes, read in place: one write each.
+        let mut buf = Some(vec![0u8; wire::DATA_HEADER_LEN + SHIP_CHUNK]);
         let mut probe = [0u8; 1];
         'segments: loop {
-            let mut file = tokio::fs::File::open(segment_path(&self.inner.dir, segment)).await?;
-            file.seek(std::io::SeekFrom::Start(sent)).await?;
+            let file = Arc::new(std::fs::File::open(segment_path(&self.inner.dir, segment))?);
             let start = Message::Segment {
                 segment,
                 offset: sent,
@@ -211,16 +219,26 @@ impl LogDir {
                 };
                 if sent < limit {
                     let n = ((limit - sent) as usize).min(SHIP_CHUNK);
-                    file.read_exact(&mut buf[..n]).await?;
+                    let recent = end.segment == segment && end.offset - sent <= RECENT_BYTES;
+                    let message = buf
+                        .take()
+                        .unwrap_or_else(|| vec![0; wire::DATA_HEADER_LEN + SHIP_CHUNK]);
+                    let mut message = read_at(&file, sent, message, n, recent).await?;
                     // Checked again after the read: a purge releases a segment before
                     // it deletes (or pools, to be written over) its file, so bytes
                     // read while it was still held are the segment's.
                     released(&self.inner.catalog(), segment)?;
-                    let data = Message::Data(BytesMut::from(&buf[..n]));
-                    match timed_write(wr, &data, timeout).await {
-                        Ok(()) => {}
-                        Err(Error::Io(_)) => return Ok(()),
-                        Err(e) => return Err(e),
+                    wire::put_data_header(&mut message[..wire::DATA_HEADER_LEN + n]);
+                    let written = tokio::time::timeout(timeout, async {
+                        wr.write_all(&message[..wire::DATA_HEADER_LEN + n]).await?;
+                        wr.flush().await
+                    })
+                    .await;
+                    buf = Some(message);
+                    match written {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => return Ok(()),
+                        Err(_) => return Err(wire::protocol("the replica took nothing in time")),
                     }
                     sent += n as u64;
                     stats.bytes += n as u64;
@@ -307,4 +325,48 @@ async fn timed_write<W: AsyncWrite + Unpin>(
         Ok(result) => Ok(result?),
         Err(_) => Err(wire::protocol("the replica took nothing in time")),
     }
+}
+
+/// Reads `n` of the segment's bytes from `at` into `message` past its data
+/// header: on this thread when they are `recent` (in the page cache), else on a
+/// blocking one.
+async fn read_at(
+    file: &Arc<std::fs::File>,
+    at: u64,
+    mut message: Vec<u8>,
+    n: usize,
+    recent: bool,
+) -> Result<Vec<u8>, Error> {
+    let range = wire::DATA_HEADER_LEN..wire::DATA_HEADER_LEN + n;
+    if recent {
+        read_exact_at(file, &mut message[range], at)?;
+        return Ok(message);
+    }
+    let file = Arc::clone(file);
+    Ok(blocking(move || {
+        read_exact_at(&file, &mut message[range], at)?;
+        Ok(message)
+    })
+    .await?)
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &std::fs::File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
 }

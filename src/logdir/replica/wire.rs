@@ -171,6 +171,17 @@ const SEALED: u8 = b'E';
 const HEARTBEAT_TAG: u8 = b'H';
 const REFUSED: u8 = b'X';
 
+/// Bytes of a data message's header: the tag and the length.
+pub(crate) const DATA_HEADER_LEN: usize = 5;
+
+/// Fills in the header of a data message whose bytes follow it in `message`
+/// (1 to [`MAX_DATA`] of them), so it goes out in one write.
+pub(crate) fn put_data_header(message: &mut [u8]) {
+    let len = (message.len() - DATA_HEADER_LEN) as u32;
+    message[0] = DATA;
+    message[1..DATA_HEADER_LEN].copy_from_slice(&len.to_le_bytes());
+}
+
 /// Writes a message's header (and, but for data, all of it) into `out`; a data
 /// message's bytes are written by the caller after it.
 pub(crate) fn encode_header(message: &Message, out: &mut BytesMut) {
@@ -243,8 +254,15 @@ pub(crate) async fn read_message<R: AsyncRead + Unpin>(
             if len == 0 || len > MAX_DATA {
                 return Err(protocol("a data message of a size out of bounds"));
             }
-            let mut bytes = BytesMut::zeroed(len);
-            read_exact(conn, &mut bytes).await?;
+            // Read into spare capacity: no zeroing of what is overwritten at once.
+            let mut bytes = BytesMut::with_capacity(len);
+            while bytes.len() < len {
+                let left = len - bytes.len();
+                let mut rest = (&mut bytes).limit(left);
+                if conn.read_buf(&mut rest).await? == 0 {
+                    return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+                }
+            }
             Message::Data(bytes)
         }
         SEALED => Message::Sealed {
