@@ -9,10 +9,14 @@
 //! to a blocking thread. Elsewhere every read goes there.
 //!
 //! Reads are positional (`pread`), so the file has no cursor to keep in step: a
-//! reader that goes back just reads from an earlier offset.
+//! reader that goes back just reads from an earlier offset. Used by `DirReader`
+//! (following in the writer's process reads what an append just wrote), by the
+//! replication serve loop (it ships what a commit just made durable), and, for
+//! their blocking reads, by the file guard of followers in other processes.
 
 use std::fs::File;
 use std::io;
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -83,6 +87,38 @@ fn read_cached(_: &File, _: &mut [u8], _: u64) -> Option<io::Result<usize>> {
     None
 }
 
+/// Fills `buf[range]` with the bytes of `file` at `offset`, which must all exist
+/// ([`io::ErrorKind::UnexpectedEof`] otherwise): from the page cache on this thread
+/// as far as it holds them, the rest on a blocking thread. `buf` is moved there and
+/// back for that.
+pub(crate) async fn read_exact_into(
+    file: &Arc<File>,
+    mut buf: Vec<u8>,
+    mut range: Range<usize>,
+    mut offset: u64,
+) -> io::Result<Vec<u8>> {
+    while !range.is_empty() {
+        match read_cached(file, &mut buf[range.clone()], offset) {
+            Some(Ok(0)) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Some(Ok(n)) => {
+                range.start += n;
+                offset += n as u64;
+            }
+            Some(Err(e)) => return Err(e),
+            None => {
+                let file = Arc::clone(file);
+                return tokio::task::spawn_blocking(move || {
+                    read_exact_at(&file, &mut buf[range], offset)?;
+                    Ok(buf)
+                })
+                .await
+                .map_err(io::Error::other)?;
+            }
+        }
+    }
+    Ok(buf)
+}
+
 /// The read on a blocking thread, which may wait for the disk.
 fn read_blocking(file: &File, into: &mut [u8], offset: u64) -> io::Result<usize> {
     loop {
@@ -95,6 +131,21 @@ fn read_blocking(file: &File, into: &mut [u8], offset: u64) -> io::Result<usize>
             read => return read,
         }
     }
+}
+
+/// Fills `into` with the bytes of `file` at `offset`, blocking: `pread` until
+/// done, [`io::ErrorKind::UnexpectedEof`] if the file ends first.
+pub(crate) fn read_exact_at(file: &File, mut into: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !into.is_empty() {
+        match read_blocking(file, into, offset)? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                into = &mut into[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -143,6 +194,26 @@ mod tests {
         if let Some(read) = cached {
             assert_eq!(&probe[..read.unwrap()], &data[100 * 1024..104 * 1024]);
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn exact_reads_fill_the_range_or_fail_at_the_end() {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"0123456789").unwrap();
+        let file = Arc::new(file);
+        let buf = read_exact_into(&file, vec![b'-'; 8], 2..6, 5)
+            .await
+            .unwrap();
+        assert_eq!(&buf, b"--5678--");
+        let short = read_exact_into(&file, vec![0; 8], 0..8, 5)
+            .await
+            .unwrap_err();
+        assert_eq!(short.kind(), io::ErrorKind::UnexpectedEof);
+        let mut into = [0u8; 3];
+        read_exact_at(&file, &mut into, 7).unwrap();
+        assert_eq!(&into, b"789");
+        let short = read_exact_at(&file, &mut into, 8).unwrap_err();
+        assert_eq!(short.kind(), io::ErrorKind::UnexpectedEof);
     }
 
     #[tokio::test]

@@ -12,6 +12,7 @@ use bytes::BytesMut;
 
 use crate::error::{Error, LogChange};
 use crate::format::BLOCK_SIZE;
+use crate::read_at::read_exact_at;
 
 /// How many of the last bytes read are kept to compare with the file: the block a
 /// record being assembled most recently took bytes from.
@@ -289,25 +290,4 @@ impl Check {
             moved: true,
         }
     }
-}
-
-#[cfg(unix)]
-fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    file.read_exact_at(buf, offset)
-}
-
-#[cfg(windows)]
-fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
-    use std::os::windows::fs::FileExt;
-    while !buf.is_empty() {
-        match file.seek_read(buf, offset)? {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            n => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
 }

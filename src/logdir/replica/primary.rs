@@ -6,22 +6,14 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::wire::{self, Hello, Message, Refusal, PROTOCOL_VERSION};
-use crate::logdir::fs::blocking;
 use crate::logdir::segment::segment_path;
 use crate::logdir::{Catalog, Inner, LogDir};
+use crate::read_at::read_exact_into;
 use crate::{Error, LogPosition};
 
 /// Bytes read from a segment and sent in one data message: small enough that a
 /// replica verifies and writes as it goes (a cut loses the message it is in).
 const SHIP_CHUNK: usize = 64 * 1024;
-
-/// Bytes this close to the log's durable end were written moments ago and sit in
-/// the page cache: the serve loop reads them on its own thread (a `pread` of at most
-/// [`SHIP_CHUNK`] from memory), not on a blocking thread. A hop there and back per
-/// commit cost a replica following a busy log more CPU than all else it does.
-/// Older bytes (a replica catching up) may have to come from the disk: those are
-/// read on a blocking thread.
-const RECENT_BYTES: u64 = 4 << 20;
 
 /// What [`LogDir::serve_replica`] shipped to one replica.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -219,11 +211,15 @@ impl LogDir {
                 };
                 if sent < limit {
                     let n = ((limit - sent) as usize).min(SHIP_CHUNK);
-                    let recent = end.segment == segment && end.offset - sent <= RECENT_BYTES;
                     let message = buf
                         .take()
                         .unwrap_or_else(|| vec![0; wire::DATA_HEADER_LEN + SHIP_CHUNK]);
-                    let mut message = read_at(&file, sent, message, n, recent).await?;
+                    // What a commit just made durable is in the page cache: read on
+                    // this thread (a hop to a blocking thread and back per commit
+                    // cost a replica of a busy log more CPU than all else it did);
+                    // a replica catching up may need the disk: a blocking thread.
+                    let range = wire::DATA_HEADER_LEN..wire::DATA_HEADER_LEN + n;
+                    let mut message = read_exact_into(&file, message, range, sent).await?;
                     // Checked again after the read: a purge releases a segment before
                     // it deletes (or pools, to be written over) its file, so bytes
                     // read while it was still held are the segment's.
@@ -325,48 +321,4 @@ async fn timed_write<W: AsyncWrite + Unpin>(
         Ok(result) => Ok(result?),
         Err(_) => Err(wire::protocol("the replica took nothing in time")),
     }
-}
-
-/// Reads `n` of the segment's bytes from `at` into `message` past its data
-/// header: on this thread when they are `recent` (in the page cache), else on a
-/// blocking one.
-async fn read_at(
-    file: &Arc<std::fs::File>,
-    at: u64,
-    mut message: Vec<u8>,
-    n: usize,
-    recent: bool,
-) -> Result<Vec<u8>, Error> {
-    let range = wire::DATA_HEADER_LEN..wire::DATA_HEADER_LEN + n;
-    if recent {
-        read_exact_at(file, &mut message[range], at)?;
-        return Ok(message);
-    }
-    let file = Arc::clone(file);
-    Ok(blocking(move || {
-        read_exact_at(&file, &mut message[range], at)?;
-        Ok(message)
-    })
-    .await?)
-}
-
-#[cfg(unix)]
-fn read_exact_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    file.read_exact_at(buf, offset)
-}
-
-#[cfg(windows)]
-fn read_exact_at(file: &std::fs::File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
-    use std::os::windows::fs::FileExt;
-    while !buf.is_empty() {
-        match file.seek_read(buf, offset)? {
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            n => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
 }
