@@ -20,14 +20,14 @@ use crate::power_support;
 use crate::writer_support;
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use walcodec::testing::DirStorage;
 use walcodec::{LogDir, LogPosition, WriterOptions};
 
 use power_support::dir::{dir_image, write_image, DirImage, DirOp, DirTrace, SimDir};
-use power_support::SplitMix;
+use power_support::{env_number, scratch_dir, seed, SplitMix};
 use writer_support::{make_record_sized, verify_sized};
 
 /// Cuts drawn from each run: the run is the slow part, a cut is cheaper.
@@ -245,26 +245,9 @@ async fn check_cut(run: &Run, cut: usize, image: &DirImage, dir: &Path, tally: &
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-fn env_number(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| {
-        v.parse()
-            .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
-    })
-}
-
 /// Whether a refused reopen fails the run (`POWER_CUT_STRICT=1`).
 fn strict() -> bool {
     std::env::var("POWER_CUT_STRICT").is_ok_and(|v| v == "1")
-}
-
-/// tmpfs when there is one: the run's real syncs cost nothing there.
-fn scratch_dir() -> PathBuf {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    }
 }
 
 async fn power_cuts(cuts: usize, seed: u64) -> Tally {
@@ -326,15 +309,6 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
         println!("logdir power cut: refused: {refused}");
     }
     tally
-}
-
-fn seed() -> u64 {
-    env_number("POWER_CUT_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

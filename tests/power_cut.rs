@@ -35,7 +35,10 @@ use walcodec::{
     AsyncLogWriter, Error, LogDecoder, Position, Recovery, WriterOptions, BLOCK_SIZE, HEADER_SIZE,
 };
 
-use power_support::{crash_image, CrashImage, Op, Persist, SimStorage, SplitMix, Trace};
+use power_support::{
+    crash_image, env_number, scratch_dir, seed, CrashImage, Op, Persist, SimStorage, SplitMix,
+    Trace,
+};
 use writer_support::{make_record, read_log, verify};
 
 /// Cuts drawn from each run of the writer: the run is the slow part, a cut is cheap.
@@ -484,13 +487,6 @@ fn first_payload(start: u64, len: usize) -> Option<(u64, usize)> {
     (n > 0).then_some((start + HEADER_SIZE as u64, n))
 }
 
-fn env_number(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| {
-        v.parse()
-            .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
-    })
-}
-
 async fn power_cuts(cuts: usize, seed: u64) -> Tally {
     println!("power cut: seed {seed} (replay with POWER_CUT_SEED={seed}), {cuts} cuts");
     let dir = tempfile::Builder::new()
@@ -551,25 +547,6 @@ fn persist_name(persist: Persist) -> &'static str {
         Persist::InOrder => "in order",
         Persist::AnySubset => "any subset",
     }
-}
-
-/// tmpfs when there is one: each reopen syncs, which costs nothing there.
-fn scratch_dir() -> std::path::PathBuf {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    }
-}
-
-fn seed() -> u64 {
-    env_number("POWER_CUT_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

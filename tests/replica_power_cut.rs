@@ -35,7 +35,7 @@ use walcodec::testing::DirStorage;
 use walcodec::{LogDir, LogPosition, Replica, WriterOptions};
 
 use power_support::dir::{dir_image, write_image, DirImage, DirOp, DirTrace, SimDir};
-use power_support::SplitMix;
+use power_support::{env_number, scratch_dir, seed, SplitMix};
 use writer_support::make_record_sized;
 
 /// Cuts drawn from each run: the run is the slow part, a cut is cheaper.
@@ -472,23 +472,6 @@ async fn check_cut(run: &Run, cut: usize, image: &DirImage, dir: &Path, tally: &
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-fn env_number(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| {
-        v.parse()
-            .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
-    })
-}
-
-/// tmpfs when there is one: the run's real syncs cost nothing there.
-fn scratch_dir() -> PathBuf {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    }
-}
-
 async fn power_cuts(cuts: usize, seed: u64) -> Tally {
     println!("replica power cut: seed {seed} (replay with POWER_CUT_SEED={seed}), {cuts} cuts");
     let scratch = tempfile::Builder::new()
@@ -534,15 +517,6 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
         tally.past_durable,
     );
     tally
-}
-
-fn seed() -> u64 {
-    env_number("POWER_CUT_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

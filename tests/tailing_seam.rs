@@ -28,7 +28,7 @@ use walcodec::{
     WriterOptions,
 };
 
-use power_support::{Op, SimStorage, SplitMix, PAGE, SECTOR};
+use power_support::{env_number, scratch_dir, Op, SimStorage, SplitMix, PAGE, SECTOR};
 use writer_support::{make_record, verify};
 
 /// The log number of the recycled file's new log; its earlier log has 1.
@@ -295,23 +295,6 @@ async fn one_case(rng: &mut SplitMix, dir: &Path, case: usize) -> usize {
     drop(tail);
     std::fs::remove_file(&path).unwrap();
     views.len()
-}
-
-fn env_number(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| {
-        v.parse()
-            .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
-    })
-}
-
-/// tmpfs when there is one: the views are rewritten often.
-fn scratch_dir() -> std::path::PathBuf {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    }
 }
 
 /// Every record the follower yields is in the final log, at its position, and

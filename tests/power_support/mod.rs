@@ -34,6 +34,36 @@ pub const PAGE: usize = 4096;
 /// The unit a disk writes atomically: a torn page holds whole sectors.
 pub const SECTOR: usize = 512;
 
+/// A number from the environment variable `name` (a cut count, a seed), if set.
+pub fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
+    })
+}
+
+/// `POWER_CUT_SEED` to replay a run, else a new seed from the clock (printed by
+/// the run, so a failure can be replayed).
+pub fn seed() -> u64 {
+    env_number("POWER_CUT_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    })
+}
+
+/// Where a run's real files go: tmpfs when there is one, where its real syncs
+/// cost nothing (the simulator, not the disk, decides what survives).
+pub fn scratch_dir() -> std::path::PathBuf {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
 /// One recorded storage operation, in the order the writer made it.
 #[derive(Debug, Clone)]
 pub enum Op {
