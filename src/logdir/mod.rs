@@ -991,13 +991,8 @@ impl LogDir {
         if let Some((file, len)) = existing {
             // A truncated segment goes on in the format it was written in.
             let path = segment_path(&self.inner.dir, number);
-            let (written, compressed) = blocking(move || {
-                Ok((
-                    recycle::written_as(&path, number)?,
-                    recycle::starts_compressed(&path)?,
-                ))
-            })
-            .await?;
+            let (written, compressed) =
+                blocking(move || recycle::written_start(&path, number)).await?;
             let format = match written {
                 recycle::Written::Recyclable => recycle::recyclable_format(number, compressed),
                 recycle::Written::WalSync => crate::LogFormat::pebble(number),

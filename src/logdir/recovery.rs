@@ -117,13 +117,7 @@ pub(crate) async fn recover(
     let path = segment_path(dir, last);
     let (written, compressed) = {
         let path = path.clone();
-        blocking(move || {
-            Ok((
-                recycle::written_as(&path, last)?,
-                recycle::starts_compressed(&path)?,
-            ))
-        })
-        .await?
+        blocking(move || recycle::written_start(&path, last)).await?
     };
     let own = |number| {
         if pebble {

@@ -73,16 +73,6 @@ pub(crate) fn recyclable_format(number: u64, compressed: bool) -> LogFormat {
     format
 }
 
-/// Whether the file at `path` starts with RocksDB's compression-type record: a
-/// writer going on in it must compress as its records are.
-pub(crate) fn starts_compressed(path: &Path) -> io::Result<bool> {
-    let mut start = Vec::with_capacity(BLOCK_SIZE);
-    std::fs::File::open(path)?
-        .take(BLOCK_SIZE as u64)
-        .read_to_end(&mut start)?;
-    Ok(sniff(&start).compressed)
-}
-
 /// What the start of segment `number`'s file says of how it was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Written {
@@ -103,14 +93,31 @@ pub(crate) enum Written {
 /// Reads the first block of the file at `path` (segment `number`) and tells how it
 /// was written.
 pub(crate) fn written_as(path: &Path, number: u64) -> io::Result<Written> {
+    Ok(written_start(path, number)?.0)
+}
+
+/// [`written_as`], and whether the file starts with RocksDB's compression-type
+/// record (a writer going on in it must compress as its records are), from one
+/// read of its first block.
+pub(crate) fn written_start(path: &Path, number: u64) -> io::Result<(Written, bool)> {
     let mut start = Vec::with_capacity(BLOCK_SIZE);
     std::fs::File::open(path)?
         .take(BLOCK_SIZE as u64)
         .read_to_end(&mut start)?;
-    Ok(match sniff(&start).log_number {
+    let sniffed = sniff(&start);
+    Ok((
+        classify(&start, sniffed.log_number, number),
+        sniffed.compressed,
+    ))
+}
+
+/// How `start`, the first block of segment `number`'s file whose sniffed
+/// recyclable log number is `log_number`, was written.
+fn classify(start: &[u8], log_number: Option<u32>, number: u64) -> Written {
+    match log_number {
         Some(n) if n == number as u32 => Written::Recyclable,
         Some(_) => Written::Stale,
-        None => match intact_fragment(&start) {
+        None => match intact_fragment(start) {
             Some((
                 FragmentType::Full
                 | FragmentType::First
@@ -118,7 +125,7 @@ pub(crate) fn written_as(path: &Path, number: u64) -> io::Result<Written> {
                 | FragmentType::Last,
                 _,
             )) => Written::Legacy,
-            _ => match crate::detect::detect(&start) {
+            _ => match crate::detect::detect(start) {
                 // A reused file's earlier use as another Pebble segment is stale
                 // too: Pebble's reader takes another number for the log's end.
                 crate::detect::Detected::Dialect {
@@ -135,7 +142,7 @@ pub(crate) fn written_as(path: &Path, number: u64) -> io::Result<Written> {
                 _ => Written::Unknown,
             },
         },
-    })
+    }
 }
 
 #[cfg(test)]
