@@ -364,14 +364,10 @@ struct Tally {
 }
 
 async fn check_cut(run: &Run, cut: usize, image: &DirImage, dir: &Path, tally: &mut Tally) {
-    let names: Vec<&str> = image.files.keys().map(String::as_str).collect();
     let context = format!(
-        "cut after {cut} of {} steps, entries {:?} ({} of {} since the last directory \
-         sync), files {names:?}, {}",
+        "cut after {cut} of {} steps, {}, {}",
         run.ops.len(),
-        image.persist,
-        image.kept_entries,
-        image.unsynced_entries,
+        image.describe(),
         run.describe,
     );
     tally.cuts += 1;

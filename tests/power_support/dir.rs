@@ -296,6 +296,17 @@ pub struct DirImage {
     pub reordered: bool,
 }
 
+impl DirImage {
+    /// What a failure message says of the image: its entries and files.
+    pub fn describe(&self) -> String {
+        let names: Vec<&str> = self.files.keys().map(String::as_str).collect();
+        format!(
+            "entries {:?} ({} of {} since the last directory sync), files {names:?}",
+            self.persist, self.kept_entries, self.unsynced_entries
+        )
+    }
+}
+
 /// What the directory could hold had the power failed after the first `cut` steps
 /// of `ops`, one of the possibilities drawn with `rng`.
 pub fn dir_image(ops: &[DirOp], cut: usize, rng: &mut SplitMix) -> DirImage {
