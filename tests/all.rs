@@ -135,6 +135,8 @@ mod tailing_cut;
 mod tailing_in_place;
 #[path = "tailing_seam.rs"]
 mod tailing_seam;
+#[path = "wake_interval.rs"]
+mod wake_interval;
 #[path = "writer.rs"]
 mod writer;
 #[path = "zeroed_blocks.rs"]

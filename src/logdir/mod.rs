@@ -11,6 +11,7 @@ mod recovery;
 mod recycle;
 mod replica;
 mod segment;
+mod wake;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,6 +28,7 @@ pub use listing::{SegmentInfo, SegmentList};
 pub use position::{LogPosition, ParsePositionError};
 pub use reader::{DirReader, DirRecord};
 pub use replica::{Replica, ShipStats, PROTOCOL_VERSION};
+pub use wake::DEFAULT_WAKE_INTERVAL;
 
 use fs::blocking;
 use segment::segment_path;
@@ -66,6 +68,7 @@ pub struct LogDirOptions {
     retain_age: Option<Duration>,
     replica_retain_bytes: Option<u64>,
     replica_timeout: Duration,
+    replica_wake_interval: Duration,
     recycle_segments: usize,
     dialect: Dialect,
     storage: Arc<dyn DirStorage>,
@@ -81,6 +84,7 @@ impl fmt::Debug for LogDirOptions {
             .field("retain_age", &self.retain_age)
             .field("replica_retain_bytes", &self.replica_retain_bytes)
             .field("replica_timeout", &self.replica_timeout)
+            .field("replica_wake_interval", &self.replica_wake_interval)
             .field("recycle_segments", &self.recycle_segments)
             .field("dialect", &self.dialect)
             .field("name", &self.name)
@@ -97,6 +101,7 @@ impl Default for LogDirOptions {
             retain_age: None,
             replica_retain_bytes: None,
             replica_timeout: replica::DEFAULT_TIMEOUT,
+            replica_wake_interval: wake::DEFAULT_WAKE_INTERVAL,
             recycle_segments: 0,
             dialect: Dialect::LevelDb,
             storage: Arc::new(OsDirStorage),
@@ -212,6 +217,20 @@ impl LogDirOptions {
     /// [`Error::ReplicaProtocol`]. A zero duration is taken as 1 ms.
     pub fn replica_timeout(&mut self, timeout: Duration) -> &mut Self {
         self.replica_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long [`serve_replica`](LogDir::serve_replica) lets a busy log's commits
+    /// gather before it sends them (default [`DEFAULT_WAKE_INTERVAL`], 1 ms): it
+    /// is woken by the durable end as an in-process
+    /// [`DirReader`](DirReader::with_wake_interval) is, and for the same reason.
+    /// While the log keeps growing, a replica receives (and syncs) at most one
+    /// batch per interval instead of one per commit, which saves the primary a
+    /// wake, a read and a send per commit and the replica a sync, at the cost of
+    /// up to that much replication lag; the first commit after a quiet spell is
+    /// sent at once. `Duration::ZERO` sends every commit as it is made durable.
+    pub fn replica_wake_interval(&mut self, interval: Duration) -> &mut Self {
+        self.replica_wake_interval = interval;
         self
     }
 

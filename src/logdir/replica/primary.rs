@@ -7,6 +7,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::wire::{self, Hello, Message, Refusal, PROTOCOL_VERSION};
 use crate::logdir::segment::segment_path;
+use crate::logdir::wake::DurableWatch;
 use crate::logdir::{Catalog, Inner, LogDir};
 use crate::read_at::read_exact_into;
 use crate::{Error, LogPosition};
@@ -157,7 +158,10 @@ impl LogDir {
         stats: &mut ShipStats,
     ) -> Result<(), Error> {
         let timeout = self.inner.options.replica_timeout;
-        let mut end_rx = self.durable_end();
+        let mut end_rx = DurableWatch::new(
+            self.inner.subscribe(),
+            self.inner.options.replica_wake_interval,
+        );
         let truncations_seen = self.inner.catalog().truncations.len();
         let (from, mut pin) = self.pin_for_replica(replica)?;
         stats.from = from;
@@ -180,7 +184,7 @@ impl LogDir {
             }
             loop {
                 // How far the segment may be shipped, and whether that is its end.
-                let end = *end_rx.borrow_and_update();
+                let end = end_rx.current();
                 let here = LogPosition::new(segment, sent);
                 {
                     let catalog = self.inner.catalog();
@@ -257,11 +261,11 @@ impl LogDir {
                     stats.to = LogPosition::new(segment, 0);
                     continue 'segments;
                 }
-                if self.is_closed() && *end_rx.borrow() == end {
+                if self.is_closed() && end_rx.peek() == end {
                     return Ok(());
                 }
                 tokio::select! {
-                    changed = end_rx.changed() => {
+                    changed = end_rx.moved() => {
                         if changed.is_err() {
                             return Ok(());
                         }

@@ -1,0 +1,147 @@
+//! How often a busy log wakes what follows it in the writer's process: a
+//! [`DirReader`] follower ([`DirReader::with_wake_interval`]) and a replica's sender
+//! ([`LogDirOptions::replica_wake_interval`]). Woken by the first commit after a
+//! quiet spell, each then looks again no sooner than its interval later, taking all
+//! that arrived meanwhile; a zero interval wakes it on every commit.
+//!
+//! The intervals here are long (a second; 400 ms for a replica, below its sender's
+//! heartbeat, which sends what is new too), so that "not before the interval" holds
+//! on any machine and "at once" has a wide margin.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use walcodec::{LogDir, LogDirOptions, LogPosition, Replica};
+
+const INTERVAL: Duration = Duration::from_secs(1);
+/// "Not before the interval", allowing for the clock reads around it.
+const NOT_BEFORE: Duration = Duration::from_millis(900);
+/// "At once": far below the interval.
+const AT_ONCE: Duration = Duration::from_millis(600);
+
+/// Follows `log` from its end with `interval`; each record's data and when it was
+/// yielded.
+fn follow(log: &LogDir, interval: Duration) -> mpsc::UnboundedReceiver<(Vec<u8>, Instant)> {
+    let mut follower = log
+        .read_from(log.end())
+        .unwrap()
+        .follow()
+        .with_wake_interval(interval);
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(record) = follower.next().await {
+            let data = record.unwrap().data.to_vec();
+            if tx.send((data, Instant::now())).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_of_a_busy_log_looks_again_only_after_its_wake_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogDir::open(dir.path()).await.unwrap();
+    let mut yielded = follow(&log, INTERVAL);
+
+    log.append(b"a").await.unwrap();
+    let (a, a_at) = yielded.recv().await.unwrap();
+    assert_eq!(a, b"a");
+    log.append(b"b").await.unwrap();
+    log.append(b"c").await.unwrap();
+    let (b, b_at) = yielded.recv().await.unwrap();
+    let (c, c_at) = yielded.recv().await.unwrap();
+    assert_eq!((b.as_slice(), c.as_slice()), (&b"b"[..], &b"c"[..]));
+    assert!(
+        b_at - a_at >= NOT_BEFORE,
+        "woken again {:?} after the last wake",
+        b_at - a_at
+    );
+    assert!(
+        c_at - b_at < AT_ONCE,
+        "the commits that gathered came apart"
+    );
+
+    // A quiet spell longer than the interval: the next commit wakes it at once.
+    tokio::time::sleep(INTERVAL * 3 / 2).await;
+    let appended = Instant::now();
+    log.append(b"d").await.unwrap();
+    let (d, d_at) = yielded.recv().await.unwrap();
+    assert_eq!(d, b"d");
+    assert!(d_at - appended < AT_ONCE, "took {:?}", d_at - appended);
+    log.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_with_a_zero_wake_interval_is_woken_by_every_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogDir::open(dir.path()).await.unwrap();
+    let mut yielded = follow(&log, Duration::ZERO);
+    for record in [&b"a"[..], b"b", b"c"] {
+        let appended = Instant::now();
+        log.append(record).await.unwrap();
+        let (data, at) = yielded.recv().await.unwrap();
+        assert_eq!(data, record);
+        assert!(at - appended < AT_ONCE, "took {:?}", at - appended);
+    }
+    log.close().await.unwrap();
+}
+
+/// Below the sender's heartbeat interval (at most 500 ms), whose wake also sends
+/// what is new.
+const REPLICA_INTERVAL: Duration = Duration::from_millis(400);
+const REPLICA_NOT_BEFORE: Duration = Duration::from_millis(350);
+
+/// When the replica's durable end first covers `target`.
+async fn replicated(
+    end: &mut tokio::sync::watch::Receiver<LogPosition>,
+    target: LogPosition,
+) -> Instant {
+    end.wait_for(|&e| e >= target).await.unwrap();
+    Instant::now()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_of_a_busy_log_is_sent_its_commits_once_per_wake_interval() {
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = LogDirOptions::new()
+        .replica_wake_interval(REPLICA_INTERVAL)
+        .open(p.path())
+        .await
+        .unwrap();
+    log.append(b"before").await.unwrap();
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    let mut end = replica.durable_end();
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let serving = tokio::spawn({
+        let log = log.clone();
+        async move { log.serve_replica(a).await }
+    });
+    let syncing = tokio::spawn(async move { replica.sync_from(b).await });
+
+    let first = log.append(b"first").await.unwrap();
+    let first_at = replicated(&mut end, first).await;
+    let second = log.append(b"second").await.unwrap();
+    let second_at = replicated(&mut end, second).await;
+    assert!(
+        second_at - first_at >= REPLICA_NOT_BEFORE,
+        "sent again {:?} after the last send",
+        second_at - first_at
+    );
+
+    tokio::time::sleep(INTERVAL * 3 / 2).await;
+    let appended = Instant::now();
+    let third = log.append(b"third").await.unwrap();
+    let third_at = replicated(&mut end, third).await;
+    assert!(
+        third_at - appended < AT_ONCE,
+        "took {:?}",
+        third_at - appended
+    );
+
+    let closed = log.close().await.unwrap();
+    serving.await.unwrap().unwrap();
+    assert_eq!(syncing.await.unwrap().unwrap(), closed);
+}
