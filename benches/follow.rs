@@ -6,7 +6,8 @@
 //! (`preallocate(0)`), followed
 //!
 //! - in the writer's process: `LogDir::read_from(..).follow()`, woken by the durable
-//!   end (never past it);
+//!   end (never past it), at most once per wake interval while the log is busy (the
+//!   default, 1 ms) and on every commit (`with_wake_interval(Duration::ZERO)`);
 //! - in another process: `DirReader::open(..).follow()` polling every 1 ms (this
 //!   bench binary run again as the follower).
 //!
@@ -60,15 +61,27 @@ const COUNT_ENV: &str = "WALCODEC_FOLLOW_BENCH_COUNT";
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Follower {
     None,
+    /// Woken at most once per `DEFAULT_WAKE_INTERVAL` while the log is busy.
     InProcess,
+    /// `with_wake_interval(Duration::ZERO)`: woken by every commit.
+    InProcessEveryCommit,
     OtherProcess,
 }
+
+/// Every configuration, `None` first (the tables' pairing relies on it).
+const FOLLOWERS: [Follower; 4] = [
+    Follower::None,
+    Follower::InProcess,
+    Follower::InProcessEveryCommit,
+    Follower::OtherProcess,
+];
 
 impl Follower {
     fn name(self) -> &'static str {
         match self {
             Follower::None => "none",
-            Follower::InProcess => "writer's process",
+            Follower::InProcess => "writer's process, 1 ms wake interval",
+            Follower::InProcessEveryCommit => "writer's process, woken per commit",
             Follower::OtherProcess => "other process, 1 ms poll",
         }
     }
@@ -140,8 +153,11 @@ async fn run(dir: &Path, tasks: usize, iters: u64, preallocate: u64, follower: F
     let mut in_process = None;
     match follower {
         Follower::None => {}
-        Follower::InProcess => {
+        Follower::InProcess | Follower::InProcessEveryCommit => {
             let mut reader = log.read_from(LogPosition::START).unwrap().follow();
+            if follower == Follower::InProcessEveryCommit {
+                reader = reader.with_wake_interval(Duration::ZERO);
+            }
             in_process = Some(tokio::spawn(async move {
                 let mut yielded = Vec::with_capacity(iters as usize);
                 for _ in 0..iters {
@@ -189,10 +205,12 @@ async fn run(dir: &Path, tasks: usize, iters: u64, preallocate: u64, follower: F
 
     let yielded: Vec<((u64, u64), u64)> = match follower {
         Follower::None => Vec::new(),
-        Follower::InProcess => tokio::time::timeout(Duration::from_secs(60), in_process.unwrap())
-            .await
-            .expect("the follower keeps up")
-            .unwrap(),
+        Follower::InProcess | Follower::InProcessEveryCommit => {
+            tokio::time::timeout(Duration::from_secs(60), in_process.unwrap())
+                .await
+                .expect("the follower keeps up")
+                .unwrap()
+        }
         Follower::OtherProcess => {
             let (mut process, lines) = child.unwrap();
             let yielded = tokio::task::spawn_blocking(move || {
@@ -272,7 +290,7 @@ fn tables(dir: &Path) {
             let probe = runtime.block_on(run(dir, tasks, 50 * tasks as u64, step, Follower::None));
             let iters =
                 (probe.appends_per_second * ROUND_TIME.as_secs_f64()).max(tasks as f64) as u64;
-            let mut order = [Follower::None, Follower::InProcess, Follower::OtherProcess];
+            let mut order = FOLLOWERS;
             let mut rates: HashMap<&str, Vec<f64>> = HashMap::new();
             let mut ratios: HashMap<&str, Vec<f64>> = HashMap::new();
             let mut latencies: HashMap<&str, Vec<Duration>> = HashMap::new();
@@ -285,7 +303,7 @@ fn tables(dir: &Path) {
                     rates.entry(name).or_default().push(run.appends_per_second);
                     latencies.entry(name).or_default().extend(run.latencies);
                 }
-                for follower in [Follower::InProcess, Follower::OtherProcess] {
+                for follower in &FOLLOWERS[1..] {
                     let name = follower.name();
                     ratios
                         .entry(name)
@@ -294,7 +312,7 @@ fn tables(dir: &Path) {
                 }
                 order.rotate_left(1);
             }
-            for follower in [Follower::None, Follower::InProcess, Follower::OtherProcess] {
+            for follower in FOLLOWERS {
                 let name = follower.name();
                 let rate = median(rates[name].clone());
                 if follower == Follower::None {
