@@ -1,24 +1,30 @@
 //! Paired measurement of log shipping under load: 64 tasks append 256-byte
 //! records to a primary `LogDir` for a few seconds with 0, 1 and 4 replicas
-//! connected over localhost TCP (in this process), in alternating order each
-//! round. Prints the primary's appends/s of each run, the ratios with one and
-//! four replicas against none, and the replication lag: from an append being
-//! durable on the primary (its `append` returned) to the replica's durable end
-//! covering it, p50 and p99.
+//! connected over localhost TCP, in alternating order each round. Each replica is a
+//! process of its own (this program run again), as it would be on another machine.
+//! Prints the primary's appends/s of each run, the ratios with one and four
+//! replicas against none, and the replication lag: from an append being durable on
+//! the primary (its `append` returned) to the replica's durable end covering it,
+//! p50 and p99 (both processes read the system's wall clock).
 //!
 //! ```text
 //! cargo run --release --example replica_lag -- 3 3   # seconds per run, rounds
-//! REPLICA_DIR=/dev/shm cargo run --release --example replica_lag -- 3 3
+//! REPLICA_DIR=/dev/shm REPLICA_NICE=19 cargo run --release --example replica_lag -- 3 3
 //! ```
 //!
 //! `REPLICA_DIR` puts the replicas' directories there (say a tmpfs, or another
-//! disk), standing in for replicas on other machines: by default they share the
-//! primary's disk and its syncs.
+//! disk): by default they share the primary's disk and its syncs. `REPLICA_NICE`
+//! runs the replica processes at that `nice` level: on a machine with few cores,
+//! 19 keeps their CPU from the primary's, standing in for machines of their own.
+//! `REPLICA_WAKE_US` sets the primary's `replica_wake_interval` (default 1,000 µs).
 
-use std::time::{Duration, Instant};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::net::{TcpListener, TcpStream};
-use walcodec::{LogDir, LogPosition, Replica};
+use walcodec::{LogDir, LogPosition, Replica, DEFAULT_WAKE_INTERVAL};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -26,54 +32,110 @@ const TASKS: usize = 64;
 const RECORD: [u8; 256] = [0x5a; 256];
 /// Every this many appends of a task, one is timed for the lag.
 const SAMPLE_EVERY: u64 = 4;
+/// Set in a replica process: `ADDRESS DIRECTORY`.
+const CHILD_ENV: &str = "REPLICA_LAG_CHILD";
 
 struct Run {
     appends_per_sec: f64,
     lags: Vec<Duration>,
 }
 
-/// When each durable end was first seen on a replica.
-type Seen = Vec<(LogPosition, Instant)>;
+/// The wall clock in nanoseconds, comparable between processes.
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("the clock is past 1970")
+        .as_nanos() as u64
+}
 
-async fn run(replicas: usize, seconds: f64) -> Result<Run, BoxError> {
-    let dir = tempfile::tempdir()?;
-    let log = LogDir::open(dir.path()).await?;
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let server = tokio::spawn({
-        let log = log.clone();
-        async move {
-            let mut serving = Vec::new();
-            for _ in 0..replicas {
-                let (conn, _) = listener.accept().await?;
-                let log = log.clone();
-                serving.push(tokio::spawn(async move { log.serve_replica(conn).await }));
-            }
-            for s in serving {
-                s.await??;
-            }
-            Ok::<_, BoxError>(())
-        }
-    });
-    let mut copies = Vec::new();
-    for _ in 0..replicas {
-        let rdir = match std::env::var_os("REPLICA_DIR") {
-            Some(base) => tempfile::tempdir_in(base)?,
-            None => tempfile::tempdir()?,
-        };
-        let mut replica = Replica::open(rdir.path()).await?;
+/// A replica process: syncs from the primary until it closes, then prints each
+/// durable end it reported and when (`segment offset ns`), after the run.
+fn replica_child(spec: &str) -> Result<(), BoxError> {
+    let (addr, dir) = spec.split_once(' ').ok_or("ADDRESS DIRECTORY")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let seen = runtime.block_on(async {
+        let mut replica = Replica::open(dir).await?;
         let mut end = replica.durable_end();
         let watcher = tokio::spawn(async move {
-            let mut seen: Seen = Vec::new();
+            let mut seen = Vec::new();
             while end.changed().await.is_ok() {
-                seen.push((*end.borrow_and_update(), Instant::now()));
+                seen.push((*end.borrow_and_update(), now_ns()));
             }
             seen
         });
-        let conn = TcpStream::connect(addr).await?;
-        let sync = tokio::spawn(async move { replica.sync_from(conn).await });
-        copies.push((rdir, watcher, sync));
+        replica.sync_from(TcpStream::connect(addr).await?).await?;
+        drop(replica);
+        Ok::<_, BoxError>(watcher.await?)
+    })?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for (position, at) in seen {
+        writeln!(out, "{} {} {at}", position.segment, position.offset)?;
     }
+    Ok(())
+}
+
+fn spawn_replica(addr: &str, dir: &tempfile::TempDir) -> Result<Child, BoxError> {
+    let exe = std::env::current_exe()?;
+    let mut command = match std::env::var("REPLICA_NICE") {
+        Ok(level) => {
+            let mut nice = Command::new("nice");
+            nice.args(["-n", &level]).arg(exe);
+            nice
+        }
+        Err(_) => Command::new(exe),
+    };
+    let spec = format!("{addr} {}", dir.path().display());
+    Ok(command
+        .env(CHILD_ENV, spec)
+        .stdout(Stdio::piped())
+        .spawn()?)
+}
+
+/// When each durable end was first seen on a replica.
+fn read_seen(child: Child) -> Result<Vec<(LogPosition, u64)>, BoxError> {
+    let output = child.wait_with_output()?;
+    if !output.status.success() {
+        return Err(format!("a replica failed: {}", output.status).into());
+    }
+    BufReader::new(&output.stdout[..])
+        .lines()
+        .map(|line| {
+            let line = line?;
+            let f: Vec<u64> = line.split(' ').map(str::parse).collect::<Result<_, _>>()?;
+            Ok((LogPosition::new(f[0], f[1]), f[2]))
+        })
+        .collect()
+}
+
+async fn run(replicas: usize, seconds: f64) -> Result<Run, BoxError> {
+    let dir = tempfile::tempdir()?;
+    let wake = std::env::var("REPLICA_WAKE_US").map_or(Ok(DEFAULT_WAKE_INTERVAL), |us| {
+        us.parse().map(Duration::from_micros)
+    })?;
+    let log = LogDir::builder()
+        .replica_wake_interval(wake)
+        .open(dir.path())
+        .await?;
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?.to_string();
+    let mut children = Vec::new();
+    for _ in 0..replicas {
+        let rdir = match std::env::var_os("REPLICA_DIR") {
+            Some(base) => tempfile::tempdir_in(PathBuf::from(base))?,
+            None => tempfile::tempdir()?,
+        };
+        children.push((spawn_replica(&addr, &rdir)?, rdir));
+    }
+    // Every replica is connected before the load starts.
+    let mut serving = Vec::new();
+    for _ in 0..replicas {
+        let (conn, _) = listener.accept().await?;
+        let log = log.clone();
+        serving.push(tokio::spawn(async move { log.serve_replica(conn).await }));
+    }
+
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(seconds);
     let tasks: Vec<_> = (0..TASKS)
@@ -86,7 +148,7 @@ async fn run(replicas: usize, seconds: f64) -> Result<Run, BoxError> {
                     let end = log.append(RECORD).await?;
                     n += 1;
                     if n % SAMPLE_EVERY == 0 {
-                        samples.push((end, Instant::now()));
+                        samples.push((end, now_ns()));
                     }
                 }
                 Ok::<_, BoxError>((n, samples))
@@ -101,17 +163,17 @@ async fn run(replicas: usize, seconds: f64) -> Result<Run, BoxError> {
         samples.extend(s);
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let end = log.close().await?;
-    server.await??;
+    log.close().await?; // each serve_replica returns once all is shipped
+    for s in serving {
+        s.await??;
+    }
     let mut lags = Vec::new();
-    for (_dir, watcher, sync) in copies {
-        assert_eq!(sync.await??, end);
-        // The replica is dropped with its task: the watcher sees the end.
-        let seen = watcher.await?;
+    for (child, _dir) in children {
+        let seen = tokio::task::spawn_blocking(move || read_seen(child)).await??;
         for &(position, at) in &samples {
             let i = seen.partition_point(|&(p, _)| p < position);
             let (_, copied) = seen.get(i).ok_or("a sample never reached the replica")?;
-            lags.push(copied.saturating_duration_since(at));
+            lags.push(Duration::from_nanos(copied.saturating_sub(at)));
         }
     }
     Ok(Run {
@@ -129,11 +191,17 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-#[tokio::main]
-async fn main() -> Result<(), BoxError> {
+fn main() -> Result<(), BoxError> {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        return replica_child(&spec);
+    }
     let mut args = std::env::args().skip(1);
     let seconds: f64 = args.next().map_or(Ok(3.0), |a| a.parse())?;
     let rounds: usize = args.next().map_or(Ok(3), |a| a.parse())?;
+    tokio::runtime::Runtime::new()?.block_on(primary(seconds, rounds))
+}
+
+async fn primary(seconds: f64, rounds: usize) -> Result<(), BoxError> {
     let (mut one, mut four) = (Vec::new(), Vec::new());
     let mut lags = [Vec::new(), Vec::new()];
     for round in 0..rounds {
