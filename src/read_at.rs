@@ -119,6 +119,27 @@ pub(crate) async fn read_exact_into(
     Ok(buf)
 }
 
+/// Fills `into` with the bytes of `file` at `offset` from the page cache, on this
+/// thread: `None` when some of them would wait for the disk (the caller then reads
+/// on a blocking thread), [`io::ErrorKind::UnexpectedEof`] if the file ends first.
+pub(crate) fn read_exact_cached(
+    file: &File,
+    mut into: &mut [u8],
+    mut offset: u64,
+) -> Option<io::Result<()>> {
+    while !into.is_empty() {
+        match read_cached(file, into, offset)? {
+            Ok(0) => return Some(Err(io::ErrorKind::UnexpectedEof.into())),
+            Ok(n) => {
+                into = &mut into[n..];
+                offset += n as u64;
+            }
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    Some(Ok(()))
+}
+
 /// The read on a blocking thread, which may wait for the disk.
 fn read_blocking(file: &File, into: &mut [u8], offset: u64) -> io::Result<usize> {
     loop {

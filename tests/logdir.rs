@@ -209,6 +209,35 @@ async fn badly_sealed_segment_fails_open_naming_it() {
     assert!(err.to_string().contains("000001.log"), "{err}");
 }
 
+/// A follower in another process waiting at the end of the last segment lists the
+/// directory for a later one at most once a second (a hole only a lost segment
+/// makes), but it does see one.
+#[tokio::test]
+async fn a_follower_in_another_process_sees_a_hole_appear_after_its_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogDir::open(dir.path()).await.unwrap();
+    log.append(b"record").await.unwrap();
+    log.close().await.unwrap();
+    let mut follower = DirReader::open(dir.path(), LogPosition::START)
+        .await
+        .unwrap()
+        .follow()
+        .with_poll_interval(Duration::from_millis(5));
+    assert_eq!(
+        follower.next_record().await.unwrap().unwrap().data,
+        "record"
+    );
+    let waiting = tokio::time::timeout(Duration::from_millis(300), follower.next_record()).await;
+    assert!(waiting.is_err(), "nothing to read yet");
+    std::fs::copy(segment_path(dir.path(), 1), segment_path(dir.path(), 3)).unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(10), follower.next_record())
+        .await
+        .expect("the hole is seen")
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, Error::MissingSegment { segment: 2 }), "{err}");
+}
+
 #[tokio::test]
 async fn deleted_middle_segment_fails_open_with_missing_segment() {
     let dir = tempfile::tempdir().unwrap();

@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures::Stream;
@@ -53,6 +53,10 @@ use crate::format::block_start;
 use crate::read_at::read_at;
 use crate::reader::guard::FileGuard;
 use crate::{Error, LogDecoder, DEFAULT_POLL_INTERVAL};
+
+/// How often a follower in another process, waiting at the end of a live segment,
+/// lists the directory for a later segment with a hole before it.
+const HOLE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Bytes read from a segment file at a time.
 const READ_CHUNK: usize = 64 * 1024;
@@ -341,6 +345,9 @@ struct Walk {
     /// In `caught_up`: whether it went back once already, so that what it
     /// decodes now was read after it began.
     looked_again: bool,
+    /// In another process: the segment after which the directory was last listed
+    /// for a later segment (none was there), and when.
+    holes_checked: Option<(u64, Instant)>,
 }
 
 #[derive(Debug)]
@@ -416,6 +423,7 @@ impl Walk {
             no_wait: false,
             at_end: false,
             looked_again: false,
+            holes_checked: None,
         })
     }
 
@@ -452,6 +460,7 @@ impl Walk {
             no_wait: false,
             at_end: false,
             looked_again: false,
+            holes_checked: None,
         })
     }
 
@@ -766,12 +775,28 @@ impl Walk {
 
     /// In another process, at the end of a segment whose successor is not there:
     /// whether a later one is (a hole, reported when the reader gets to it).
-    async fn later_segment_exists(&self) -> Result<bool, Error> {
+    /// The next segment is looked up at once; a later one with a hole before it
+    /// only a lost segment makes, so a follower waiting at the end of a live
+    /// segment lists the directory for it at most once per
+    /// [`HOLE_CHECK_INTERVAL`], not on every poll.
+    async fn later_segment_exists(&mut self) -> Result<bool, Error> {
         if let Source::Writer { .. } = self.source {
+            return Ok(false);
+        }
+        // The next one, as `readable` looks for it: the usual case, a rotation.
+        if std::fs::exists(segment_path(&self.dir, self.segment + 1))? {
+            return Ok(true);
+        }
+        let now = Instant::now();
+        if self
+            .holes_checked
+            .is_some_and(|(segment, at)| segment == self.segment && now < at + HOLE_CHECK_INTERVAL)
+        {
             return Ok(false);
         }
         let dir = self.dir.clone();
         let segments = super::fs::blocking(move || list_segments(&dir)).await?;
+        self.holes_checked = Some((self.segment, now));
         Ok(segments.last().is_some_and(|&last| last > self.segment))
     }
 
@@ -812,8 +837,11 @@ impl Walk {
             Source::Files => {
                 // Look for the next segment before reading to the end: once it
                 // exists, this one was closed before it, so its file is complete.
+                // On this thread: one lookup in a directory being read, whose
+                // entries are cached (a blocking thread there and back on each
+                // poll cost more than the rest of it).
                 let next = segment_path(&self.dir, self.segment + 1);
-                let sealed = tokio::fs::try_exists(next).await?;
+                let sealed = std::fs::exists(next)?;
                 Ok(Readable {
                     limit: None,
                     sealed,

@@ -12,7 +12,7 @@ use bytes::BytesMut;
 
 use crate::error::{Error, LogChange};
 use crate::format::BLOCK_SIZE;
-use crate::read_at::read_exact_at;
+use crate::read_at::{read_exact_at, read_exact_cached};
 
 /// How many of the last bytes read are kept to compare with the file: the block a
 /// record being assembled most recently took bytes from.
@@ -189,43 +189,76 @@ impl FileGuard {
         self.recent = recent;
     }
 
-    /// Runs a check on a blocking thread and takes the window back when it passes:
-    /// for an async caller that awaits it (a [`DirReader`](crate::DirReader)), where
-    /// a [`LogReader`](crate::LogReader) polls the same steps.
+    /// Runs a check and takes the window back when it passes: on this thread when
+    /// the bytes it compares are in the page cache, else on a blocking thread. For
+    /// an async caller that awaits it (a [`DirReader`](crate::DirReader)), where a
+    /// [`LogReader`](crate::LogReader) polls the same steps.
     /// Says whether bytes after `returned_end` moved (see [`Checked::moved`]).
     pub(crate) async fn verify(&mut self, read_end: u64, returned_end: u64) -> Result<bool, Error> {
         let check = self.check(read_end, returned_end);
-        let checked = tokio::task::spawn_blocking(move || check.run())
-            .await
-            .map_err(|join| Error::Io(io::Error::other(join)))??;
+        let checked = match check.run_cached() {
+            Ok(checked) => checked?,
+            Err(check) => tokio::task::spawn_blocking(move || check.run())
+                .await
+                .map_err(|join| Error::Io(io::Error::other(join)))??,
+        };
         self.restore(checked.recent);
         Ok(checked.moved)
     }
 }
 
+/// A check's read: fills the buffer, or `None` when it would wait for the disk.
+type ReadExact = fn(&File, &mut [u8], u64) -> Option<io::Result<()>>;
+
+/// What a check's read met: the check cannot go on on this thread.
+struct WouldWait;
+
 impl Check {
     /// Runs the check (blocking: a stat, an fstat and one read of at most a block).
     /// Gives back the window when the file is still the one that was read.
-    pub(crate) fn run(self) -> Result<Checked, Error> {
+    pub(crate) fn run(mut self) -> Result<Checked, Error> {
+        let blocking: ReadExact = |file, into, offset| Some(read_exact_at(file, into, offset));
+        match self.run_reading(blocking) {
+            Ok(checked) => checked,
+            Err(WouldWait) => Err(io::Error::other("a blocking read would wait").into()),
+        }
+    }
+
+    /// Runs the check on this thread if the bytes it compares are in the page
+    /// cache (a follower polling every millisecond spent most of its time handing
+    /// each check to a blocking thread and back); gives it back otherwise, to be
+    /// [`run`](Self::run) on a blocking thread. The stat and fstat run here too: the
+    /// inode of a file being read is in the inode cache.
+    pub(crate) fn run_cached(mut self) -> Result<Result<Checked, Error>, Check> {
+        self.run_reading(read_exact_cached)
+            .map_err(|WouldWait| self)
+    }
+
+    /// The check, reading with `read`; the window is taken into what it returns,
+    /// and left in place when a read would wait.
+    fn run_reading(&mut self, read: ReadExact) -> Result<Result<Checked, Error>, WouldWait> {
         match std::fs::metadata(&self.path) {
             Ok(metadata) if Identity::of(&metadata) == self.identity => {}
-            Ok(_) => return Err(Error::LogChanged(LogChange::Replaced)),
+            Ok(_) => return Ok(Err(Error::LogChanged(LogChange::Replaced))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(Error::LogChanged(LogChange::Removed))
+                return Ok(Err(Error::LogChanged(LogChange::Removed)))
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Ok(Err(e.into())),
         }
         // A change after the last record returned is no error: those bytes were
         // never handed out, and are read again.
-        let len = self.file.metadata()?.len();
+        let len = match self.file.metadata() {
+            Ok(metadata) => metadata.len(),
+            Err(e) => return Ok(Err(e.into())),
+        };
         if len < self.returned_end {
-            return Err(Error::LogChanged(LogChange::Shrunk {
+            return Ok(Err(Error::LogChanged(LogChange::Shrunk {
                 len,
                 read: self.returned_end,
-            }));
+            })));
         }
         if len < self.read_end {
-            return Ok(self.moved());
+            return Ok(Ok(self.moved()));
         }
         if !self.recent.is_empty() {
             // The bytes before the read offset must be the ones already read: else
@@ -234,15 +267,15 @@ impl Check {
             // One read of at most a block per wait at EOF.
             let window_start = self.read_end - self.recent.len() as u64;
             let mut now = vec![0u8; self.recent.len()];
-            if let Err(e) = read_exact_at(&self.file, &mut now, window_start) {
-                return self.cut_while_checked(e);
+            if let Err(e) = read(&self.file, &mut now, window_start).ok_or(WouldWait)? {
+                return Ok(self.cut_while_checked(e));
             }
             if let Some(at) = now.iter().zip(&self.recent[..]).position(|(a, b)| a != b) {
                 let offset = window_start + at as u64;
                 if offset >= self.returned_end {
-                    return Ok(self.moved());
+                    return Ok(Ok(self.moved()));
                 }
-                return Err(Error::LogChanged(LogChange::Rewritten { offset }));
+                return Ok(Err(Error::LogChanged(LogChange::Rewritten { offset })));
             }
         }
         if self.zeros_from < self.read_end {
@@ -251,26 +284,26 @@ impl Check {
             // already passed. Seeing that is the only way not to skip its records.
             let len = (self.read_end - self.zeros_from).min(WINDOW_BYTES as u64) as usize;
             let mut now = vec![0u8; len];
-            if let Err(e) = read_exact_at(&self.file, &mut now, self.zeros_from) {
-                return self.cut_while_checked(e);
+            if let Err(e) = read(&self.file, &mut now, self.zeros_from).ok_or(WouldWait)? {
+                return Ok(self.cut_while_checked(e));
             }
             if let Some(at) = now.iter().position(|&b| b != 0) {
                 let offset = self.zeros_from + at as u64;
                 if offset >= self.returned_end {
-                    return Ok(self.moved());
+                    return Ok(Ok(self.moved()));
                 }
-                return Err(Error::LogChanged(LogChange::Rewritten { offset }));
+                return Ok(Err(Error::LogChanged(LogChange::Rewritten { offset })));
             }
         }
-        Ok(Checked {
-            recent: self.recent,
+        Ok(Ok(Checked {
+            recent: std::mem::take(&mut self.recent),
             moved: false,
-        })
+        }))
     }
 
     /// A read of the check failed: the file was cut while it ran (a rewrite
     /// truncates first) when it now ends before what the read wanted.
-    fn cut_while_checked(self, error: io::Error) -> Result<Checked, Error> {
+    fn cut_while_checked(&mut self, error: io::Error) -> Result<Checked, Error> {
         if error.kind() != io::ErrorKind::UnexpectedEof {
             return Err(error.into());
         }
@@ -284,10 +317,94 @@ impl Check {
         Ok(self.moved())
     }
 
-    fn moved(self) -> Checked {
+    fn moved(&mut self) -> Checked {
         Checked {
-            recent: self.recent,
+            recent: std::mem::take(&mut self.recent),
             moved: true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    /// A guard over `len` bytes of a file that holds them, as a follower that read
+    /// them all; the file and its path.
+    fn guarded(len: usize) -> (tempfile::TempDir, PathBuf, File, FileGuard) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut file = File::create(&path).unwrap();
+        let data: Vec<u8> = (0..len as u32).map(|i| (i % 251) as u8 + 1).collect();
+        file.write_all(&data).unwrap();
+        file.sync_all().unwrap();
+        let metadata = file.metadata().unwrap();
+        let guard = FileGuard::new(path.clone(), &metadata, len as u64).unwrap();
+        (dir, path, file, guard)
+    }
+
+    #[test]
+    fn a_check_of_cached_bytes_runs_on_this_thread_and_finds_what_run_finds() {
+        let (_dir, path, file, mut guard) = guarded(48 * 1024);
+        // A second follower's guard: a failed check ends the follower it guards.
+        let mut other = FileGuard::new(path, &file.metadata().unwrap(), 48 * 1024).unwrap();
+        let check = guard.check(48 * 1024, 48 * 1024);
+        let Ok(checked) = check.run_cached() else {
+            panic!("bytes just written were taken for bytes on disk");
+        };
+        let checked = checked.unwrap();
+        assert!(!checked.moved);
+        guard.restore(checked.recent);
+
+        // A byte before the last record returned rewritten: both ways fail alike.
+        std::os::unix::fs::FileExt::write_at(&file, b"\0", 40 * 1024).unwrap();
+        let cached = guard.check(48 * 1024, 48 * 1024).run_cached();
+        let Ok(Err(Error::LogChanged(LogChange::Rewritten { offset }))) = cached else {
+            panic!("{cached:?}");
+        };
+        assert_eq!(offset, 40 * 1024);
+        let blocking = other.check(48 * 1024, 48 * 1024).run();
+        assert!(matches!(
+            blocking,
+            Err(Error::LogChanged(LogChange::Rewritten { offset: o })) if o == offset
+        ));
+    }
+
+    /// Bytes evicted from the page cache: the check is given back untouched, to run
+    /// on a blocking thread (where the file system can tell; tmpfs keeps all).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_check_of_bytes_on_disk_is_given_back_to_run_blocking() {
+        use rustix::fs::{fadvise, Advice};
+        let (_dir, _path, file, mut guard) = guarded(256 * 1024);
+        fadvise(&file, 0, None, Advice::DontNeed).unwrap();
+        match guard.check(256 * 1024, 256 * 1024).run_cached() {
+            Err(check) => {
+                assert_eq!(check.recent.len(), WINDOW_BYTES, "the window was kept");
+                let checked = check.run().unwrap();
+                assert!(!checked.moved);
+                assert_eq!(checked.recent.len(), WINDOW_BYTES);
+            }
+            Ok(checked) => assert!(!checked.unwrap().moved),
+        }
+    }
+
+    #[test]
+    fn a_replaced_or_removed_file_fails_the_check_on_this_thread() {
+        let (_dir, path, _file, mut guard) = guarded(1024);
+        std::fs::remove_file(&path).unwrap();
+        let removed = guard.check(1024, 1024).run_cached();
+        assert!(matches!(
+            removed,
+            Ok(Err(Error::LogChanged(LogChange::Removed)))
+        ));
+        std::fs::write(&path, b"another file").unwrap();
+        let replaced = guard.check(1024, 1024).run_cached();
+        assert!(matches!(
+            replaced,
+            Ok(Err(Error::LogChanged(LogChange::Replaced)))
+        ));
     }
 }
