@@ -784,7 +784,7 @@ impl Walk {
             return Ok(false);
         }
         // The next one, as `readable` looks for it: the usual case, a rotation.
-        if std::fs::exists(segment_path(&self.dir, self.segment + 1))? {
+        if segment_path(&self.dir, self.segment + 1).try_exists()? {
             return Ok(true);
         }
         let now = Instant::now();
@@ -841,7 +841,7 @@ impl Walk {
                 // entries are cached (a blocking thread there and back on each
                 // poll cost more than the rest of it).
                 let next = segment_path(&self.dir, self.segment + 1);
-                let sealed = std::fs::exists(next)?;
+                let sealed = next.try_exists()?;
                 Ok(Readable {
                     limit: None,
                     sealed,
