@@ -285,8 +285,18 @@ fn tables(dir: &Path) {
          vs no follower |"
     );
     println!("|---:|---|---|---:|---:|---:|---:|");
+    // `WALCODEC_FOLLOW_ONLY=1:preallocated` (tasks, segments; either may be left
+    // out) measures one cell of the table, for a longer run of it.
+    let only = std::env::var("WALCODEC_FOLLOW_ONLY").unwrap_or_default();
+    let (only_tasks, only_segments) = only.split_once(':').unwrap_or((&only, ""));
     for tasks in TASKS {
+        if !only_tasks.is_empty() && only_tasks != tasks.to_string() {
+            continue;
+        }
         for (label, step) in [("preallocated", DEFAULT_PREALLOCATE_BYTES), ("growing", 0)] {
+            if !only_segments.is_empty() && only_segments != label {
+                continue;
+            }
             let probe = runtime.block_on(run(dir, tasks, 50 * tasks as u64, step, Follower::None));
             let iters =
                 (probe.appends_per_second * ROUND_TIME.as_secs_f64()).max(tasks as f64) as u64;

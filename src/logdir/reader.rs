@@ -61,6 +61,12 @@ const HOLE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Bytes read from a segment file at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// Bytes read at a time after a read in another process ran into space a live
+/// segment's writer has not reached (preallocated zeros, a recycled file's earlier
+/// use), doubling back to [`READ_CHUNK`] with each read that fills: a follower
+/// polling every millisecond read a whole chunk of zeros on each poll.
+const LIVE_READ_CHUNK: usize = 4 * 1024;
+
 /// One record of a [`LogDir`](crate::LogDir) and where it sits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirRecord {
@@ -380,6 +386,8 @@ struct Cursor {
     /// Damage met past the last record of a segment written in place, read again
     /// before it is believed: where the reader went back to, and what it was.
     doubted: Option<(u64, String)>,
+    /// Bytes to read at a time ([`READ_CHUNK`], or less at a live end).
+    chunk: usize,
 }
 
 /// How much of the current segment may be read now.
@@ -561,6 +569,9 @@ impl Walk {
                 // record's end, to read again once the writer wrote more, or once a
                 // later segment shows this one is sealed.
                 self.go_back().await?;
+                // What the writer adds before the next look is usually far less
+                // than a chunk: read little of the space it has not reached.
+                self.cursor.as_mut().expect("opened above").chunk = LIVE_READ_CHUNK;
                 if self.look_again() || self.later_segment_exists().await? {
                     continue;
                 }
@@ -570,9 +581,10 @@ impl Walk {
                 self.wait().await;
                 continue;
             }
+            let chunk = cursor.chunk;
             let room = match readable.limit {
-                Some(limit) => limit.saturating_sub(cursor.read_to).min(READ_CHUNK as u64) as usize,
-                None => READ_CHUNK,
+                Some(limit) => limit.saturating_sub(cursor.read_to).min(chunk as u64) as usize,
+                None => chunk,
             };
             if room > 0 && self.fill(room).await? > 0 {
                 continue;
@@ -684,6 +696,10 @@ impl Walk {
         }
         cursor.read_to += n as u64;
         cursor.reached_end = n < max;
+        if n == max {
+            // A full read: catching up, so read in larger pieces again.
+            cursor.chunk = (cursor.chunk * 2).min(READ_CHUNK);
+        }
         Ok(n)
     }
 
@@ -754,6 +770,7 @@ impl Walk {
             guard,
             reached_end: false,
             doubted: None,
+            chunk: READ_CHUNK,
         });
         Ok(true)
     }
