@@ -61,9 +61,10 @@ const HOLE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Bytes read from a segment file at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Bytes read at a time after a read in another process ran into space a live
-/// segment's writer has not reached (preallocated zeros, a recycled file's earlier
-/// use), doubling back to [`READ_CHUNK`] with each read that fills: a follower
+/// The fewest bytes read at a time after a read in another process ran into space
+/// a live segment's writer has not reached (preallocated zeros, a recycled file's
+/// earlier use): it reads about twice what the writer added since it was there
+/// last, doubling back to [`READ_CHUNK`] with each read that fills. A follower
 /// polling every millisecond read a whole chunk of zeros on each poll.
 const LIVE_READ_CHUNK: usize = 4 * 1024;
 
@@ -388,6 +389,8 @@ struct Cursor {
     doubted: Option<(u64, String)>,
     /// Bytes to read at a time ([`READ_CHUNK`], or less at a live end).
     chunk: usize,
+    /// Where the reader last went back to at the end of what the writer wrote.
+    live_end: Option<u64>,
 }
 
 /// How much of the current segment may be read now.
@@ -569,9 +572,15 @@ impl Walk {
                 // record's end, to read again once the writer wrote more, or once a
                 // later segment shows this one is sealed.
                 self.go_back().await?;
-                // What the writer adds before the next look is usually far less
-                // than a chunk: read little of the space it has not reached.
-                self.cursor.as_mut().expect("opened above").chunk = LIVE_READ_CHUNK;
+                // Read about what the writer added since the last time here (twice
+                // it), not a whole chunk of the space it has not reached.
+                let cursor = self.cursor.as_mut().expect("opened above");
+                let end = cursor.read_to;
+                let added = cursor.live_end.map_or(0, |last| end.saturating_sub(last));
+                cursor.live_end = Some(end);
+                cursor.chunk = (2 * added as usize)
+                    .next_power_of_two()
+                    .clamp(LIVE_READ_CHUNK, READ_CHUNK);
                 if self.look_again() || self.later_segment_exists().await? {
                     continue;
                 }
@@ -771,6 +780,7 @@ impl Walk {
             reached_end: false,
             doubted: None,
             chunk: READ_CHUNK,
+            live_end: None,
         });
         Ok(true)
     }
