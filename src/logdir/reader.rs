@@ -208,6 +208,8 @@ impl DirReader {
     /// runtime's 1 ms timer tick) after their commit. `Duration::ZERO` wakes it on
     /// every commit: the lowest latency, at that cost to the writer. A follower in
     /// another process polls instead ([`with_poll_interval`](Self::with_poll_interval)).
+    /// A non-zero interval sleeps on Tokio's timer, as a polling follower does: the
+    /// runtime needs its time driver (`#[tokio::main]` and `Runtime::new` have it).
     pub fn with_wake_interval(mut self, interval: Duration) -> DirReader {
         if let Some(Source::Writer { end, .. }) = self.walk.as_mut().map(|w| &mut w.source) {
             end.set_interval(interval);

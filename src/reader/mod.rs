@@ -179,6 +179,8 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             if self.done {
                 return Poll::Ready(Step::End);
             }
+            // What the file's check found, when one ran (here or on a blocking thread).
+            let mut checked = None;
             if let Some(sleep) = self.sleep.as_mut() {
                 if wait {
                     ready!(sleep.as_mut().poll(cx));
@@ -190,15 +192,24 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                         Some(_) => self.decoder.rewind_point(),
                         None => read_end,
                     };
-                    let check = guard.check(read_end, returned_end);
-                    self.checking = Some(tokio::task::spawn_blocking(move || check.run()));
+                    // On this thread when the bytes it compares are cached.
+                    match guard.check(read_end, returned_end).run_cached() {
+                        Ok(done) => checked = Some(done),
+                        Err(check) => {
+                            self.checking = Some(tokio::task::spawn_blocking(move || check.run()));
+                        }
+                    }
                 }
             }
             if let Some(checking) = self.checking.as_mut() {
-                let checked = ready!(Pin::new(checking).poll(cx));
+                let done = ready!(Pin::new(checking).poll(cx));
                 self.checking = None;
+                checked =
+                    Some(done.unwrap_or_else(|join| Err(Error::Io(std::io::Error::other(join)))));
+            }
+            if let Some(checked) = checked {
                 match checked {
-                    Ok(Ok(checked)) => {
+                    Ok(checked) => {
                         if let Some(guard) = self.guard.as_mut() {
                             guard.restore(checked.recent);
                         }
@@ -206,13 +217,9 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                             self.go_back();
                         }
                     }
-                    Ok(Err(e)) => {
+                    Err(e) => {
                         self.done = true;
                         return Poll::Ready(Step::Failed(e));
-                    }
-                    Err(join) => {
-                        self.done = true;
-                        return Poll::Ready(Step::Failed(Error::Io(std::io::Error::other(join))));
                     }
                 }
             }
