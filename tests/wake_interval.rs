@@ -45,6 +45,11 @@ async fn a_follower_of_a_busy_log_looks_again_only_after_its_wake_interval() {
     let dir = tempfile::tempdir().unwrap();
     let log = LogDir::open(dir.path()).await.unwrap();
     let mut yielded = follow(&log, INTERVAL);
+    // A record, then a quiet spell: the follower is running and waits to be woken
+    // (a record it found on its first look, unwoken, would not start an interval).
+    log.append(b"warm").await.unwrap();
+    assert_eq!(yielded.recv().await.unwrap().0, b"warm");
+    tokio::time::sleep(INTERVAL * 3 / 2).await;
 
     log.append(b"a").await.unwrap();
     let (a, a_at) = yielded.recv().await.unwrap();
@@ -120,6 +125,10 @@ async fn a_replica_of_a_busy_log_is_sent_its_commits_once_per_wake_interval() {
         async move { log.serve_replica(a).await }
     });
     let syncing = tokio::spawn(async move { replica.sync_from(b).await });
+    // What the replica lacked is sent unwoken; then a quiet spell, so the sender
+    // waits to be woken by the next commit.
+    replicated(&mut end, log.end()).await;
+    tokio::time::sleep(REPLICA_INTERVAL * 3 / 2).await;
 
     let first = log.append(b"first").await.unwrap();
     let first_at = replicated(&mut end, first).await;
