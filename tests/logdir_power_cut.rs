@@ -27,7 +27,7 @@ use walcodec::testing::DirStorage;
 use walcodec::{LogDir, LogPosition, WriterOptions};
 
 use power_support::dir::{dir_image, write_image, DirImage, DirOp, DirTrace, SimDir};
-use power_support::{env_number, scratch_dir, seed, SplitMix};
+use power_support::{env_number, scratch_dir, seed, start_run, SplitMix};
 use writer_support::{make_record_sized, verify_sized};
 
 /// Cuts drawn from each run: the run is the slow part, a cut is cheaper.
@@ -248,12 +248,12 @@ fn strict() -> bool {
 }
 
 async fn power_cuts(cuts: usize, seed: u64) -> Tally {
-    println!("logdir power cut: seed {seed} (replay with POWER_CUT_SEED={seed}), {cuts} cuts");
-    let scratch = tempfile::Builder::new()
-        .prefix("logdir-power-cut")
-        .tempdir_in(scratch_dir())
-        .unwrap();
-    let mut rng = SplitMix::new(seed);
+    let (scratch, mut rng) = start_run(
+        "logdir power cut",
+        "POWER_CUT_SEED",
+        seed,
+        &format!("{cuts} cuts"),
+    );
     let mut tally = Tally::default();
     let (mut runs, mut rotations, mut purges, mut reused) = (0, 0, 0, 0);
     while tally.cuts < cuts {

@@ -36,8 +36,7 @@ use walcodec::{
 };
 
 use power_support::{
-    crash_image, env_number, scratch_dir, seed, CrashImage, Op, Persist, SimStorage, SplitMix,
-    Trace,
+    crash_image, env_number, seed, start_run, CrashImage, Op, Persist, SimStorage, SplitMix, Trace,
 };
 use writer_support::{make_record, read_log, verify};
 
@@ -488,12 +487,7 @@ fn first_payload(start: u64, len: usize) -> Option<(u64, usize)> {
 }
 
 async fn power_cuts(cuts: usize, seed: u64) -> Tally {
-    println!("power cut: seed {seed} (replay with POWER_CUT_SEED={seed}), {cuts} cuts");
-    let dir = tempfile::Builder::new()
-        .prefix("power-cut")
-        .tempdir_in(scratch_dir())
-        .unwrap();
-    let mut rng = SplitMix::new(seed);
+    let (dir, mut rng) = start_run("power cut", "POWER_CUT_SEED", seed, &format!("{cuts} cuts"));
     let mut tally = Tally::default();
     let mut by_persist: HashMap<&'static str, usize> = HashMap::new();
     while tally.cuts < cuts {

@@ -35,7 +35,7 @@ use walcodec::testing::DirStorage;
 use walcodec::{LogDir, LogPosition, Replica, WriterOptions};
 
 use power_support::dir::{dir_image, write_image, DirImage, DirOp, DirTrace, SimDir};
-use power_support::{env_number, scratch_dir, seed, SplitMix};
+use power_support::{env_number, scratch_dir, seed, start_run, SplitMix};
 use writer_support::make_record_sized;
 
 /// Cuts drawn from each run: the run is the slow part, a cut is cheaper.
@@ -185,6 +185,24 @@ fn watch_durable(
     (durable, watcher)
 }
 
+/// A new replica at `path` whose file steps go to the power-cut simulator, and
+/// the watch of the durable ends it reports.
+async fn open_on_simulator(
+    path: &Path,
+) -> (
+    Replica,
+    Arc<Mutex<DirTrace>>,
+    Reported,
+    tokio::task::JoinHandle<()>,
+) {
+    let (sim, trace) = SimDir::new();
+    let replica = Replica::open_with_storage(path, Arc::new(sim) as Arc<dyn DirStorage>)
+        .await
+        .unwrap();
+    let (durable, watcher) = watch_durable(&replica, &trace);
+    (replica, trace, durable, watcher)
+}
+
 async fn run_replica(rng: &mut SplitMix, dir: &Path) -> Run {
     let max_segment_bytes = [2048, 4096, 9000][rng.range(0, 3) as usize];
     let preallocate = [0, 0, 16 * 1024][rng.range(0, 3) as usize];
@@ -226,12 +244,7 @@ async fn run_replica(rng: &mut SplitMix, dir: &Path) -> Run {
     }
 
     let replica_path = dir.join("replica");
-    let (sim, trace) = SimDir::new();
-    let mut replica =
-        Replica::open_with_storage(&replica_path, Arc::new(sim) as Arc<dyn DirStorage>)
-            .await
-            .unwrap();
-    let (durable, watcher) = watch_durable(&replica, &trace);
+    let (mut replica, trace, durable, watcher) = open_on_simulator(&replica_path).await;
 
     let syncing = tokio::spawn({
         let log = log.clone();
@@ -469,12 +482,12 @@ async fn check_cut(run: &Run, cut: usize, image: &DirImage, dir: &Path, tally: &
 }
 
 async fn power_cuts(cuts: usize, seed: u64) -> Tally {
-    println!("replica power cut: seed {seed} (replay with POWER_CUT_SEED={seed}), {cuts} cuts");
-    let scratch = tempfile::Builder::new()
-        .prefix("replica-power-cut")
-        .tempdir_in(scratch_dir())
-        .unwrap();
-    let mut rng = SplitMix::new(seed);
+    let (scratch, mut rng) = start_run(
+        "replica power cut",
+        "POWER_CUT_SEED",
+        seed,
+        &format!("{cuts} cuts"),
+    );
     let mut tally = Tally::default();
     let mut runs = 0;
     while tally.cuts < cuts {
@@ -549,12 +562,7 @@ async fn a_replica_far_behind_syncs_within_the_recovery_window() {
         ends.extend(batch.iter().map(|range| range.end));
     }
     let replica_path = scratch.path().join("replica");
-    let (sim, trace) = SimDir::new();
-    let mut replica =
-        Replica::open_with_storage(&replica_path, Arc::new(sim) as Arc<dyn DirStorage>)
-            .await
-            .unwrap();
-    let (durable, watcher) = watch_durable(&replica, &trace);
+    let (mut replica, trace, durable, watcher) = open_on_simulator(&replica_path).await;
     let (a, b) = tokio::io::duplex(1 << 20);
     let serving = tokio::spawn({
         let log = log.clone();

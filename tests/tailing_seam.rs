@@ -28,7 +28,7 @@ use walcodec::{
     WriterOptions,
 };
 
-use power_support::{env_number, scratch_dir, Op, SimStorage, SplitMix, PAGE, SECTOR};
+use power_support::{env_number, start_run, Op, SimStorage, SplitMix, PAGE, SECTOR};
 use writer_support::{make_record, verify};
 
 /// The log number of the recycled file's new log; its earlier log has 1.
@@ -321,12 +321,12 @@ async fn caught_up_reads_again_what_it_read_past_the_last_record() {
 }
 
 async fn run_cases(seed: u64, cases: usize) {
-    println!("tailing seam: seed {seed} (replay with TAILING_SEAM_SEED={seed}), {cases} cases");
-    let dir = tempfile::Builder::new()
-        .prefix("tailing-seam")
-        .tempdir_in(scratch_dir())
-        .unwrap();
-    let mut rng = SplitMix::new(seed);
+    let (dir, mut rng) = start_run(
+        "tailing seam",
+        "TAILING_SEAM_SEED",
+        seed,
+        &format!("{cases} cases"),
+    );
     let mut views = 0;
     for case in 0..cases {
         views += one_case(&mut rng, dir.path(), case).await;

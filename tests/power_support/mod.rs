@@ -53,6 +53,23 @@ pub fn seed() -> u64 {
     })
 }
 
+/// The start of a seeded run named `name` (say "logdir power cut"): prints how to
+/// replay it (`seed_env`) and how much it does (`amount`, say "120 cuts"), and
+/// gives its scratch directory, named after it, and its random source.
+pub fn start_run(
+    name: &str,
+    seed_env: &str,
+    seed: u64,
+    amount: &str,
+) -> (tempfile::TempDir, SplitMix) {
+    println!("{name}: seed {seed} (replay with {seed_env}={seed}), {amount}");
+    let scratch = tempfile::Builder::new()
+        .prefix(&name.replace(' ', "-"))
+        .tempdir_in(scratch_dir())
+        .unwrap();
+    (scratch, SplitMix::new(seed))
+}
+
 /// Where a run's real files go: tmpfs when there is one, where its real syncs
 /// cost nothing (the simulator, not the disk, decides what survives).
 pub fn scratch_dir() -> std::path::PathBuf {
