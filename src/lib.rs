@@ -98,6 +98,7 @@ pub mod recordio;
 mod repair;
 pub mod write_batch;
 mod writer;
+mod zeros;
 
 pub use codec::LogCodec;
 pub use decoder::{

@@ -20,6 +20,7 @@ use tokio::fs::{File, OpenOptions};
 use tokio::io::AsyncSeekExt;
 use tokio_util::codec::FramedRead;
 
+use crate::zeros::{all_zero, first_nonzero, last_nonzero};
 use crate::{
     CorruptionKind, Dialect, Error, LogDecoder, LogFormat, BLOCK_SIZE, DEFAULT_MAX_RECORD_BYTES,
 };
@@ -434,7 +435,7 @@ async fn lost_after_sync(
         let from = data_end.saturating_sub(READ_CHUNK as u64).max(offset);
         let len = (data_end - from) as usize;
         read_at(file, from, &mut chunk[..len]).await?;
-        match chunk[..len].iter().rposition(|&b| b != 0) {
+        match last_nonzero(&chunk[..len]) {
             Some(last) => {
                 data_end = from + last as u64 + 1;
                 break;
@@ -452,7 +453,7 @@ async fn lost_after_sync(
     if scan.valid_len < offset && block_left >= header_size {
         let mut between = vec![0u8; (offset - scan.valid_len) as usize];
         read_at(file, scan.valid_len, &mut between).await?;
-        if between.iter().all(|&b| b == 0) {
+        if all_zero(&between) {
             return Ok(true);
         }
     }
@@ -484,13 +485,11 @@ async fn lost_after_sync(
             if offset == scan.valid_len
                 && sector_end > offset
                 && sector_end < end
-                && fragment[..(sector_end - offset) as usize]
-                    .iter()
-                    .all(|&b| b == 0)
+                && all_zero(&fragment[..(sector_end - offset) as usize])
             {
                 return Ok(true);
             }
-            let zeros_from = match fragment.iter().rposition(|&b| b != 0) {
+            let zeros_from = match last_nonzero(&fragment) {
                 Some(last) => offset + last as u64 + 1,
                 None => offset,
             };
@@ -498,7 +497,7 @@ async fn lost_after_sync(
             if sector < end && sector + SECTOR_BYTES <= file_len {
                 let mut bytes = [0u8; SECTOR_BYTES as usize];
                 read_at(file, sector, &mut bytes).await?;
-                if bytes.iter().all(|&b| b == 0) {
+                if all_zero(&bytes) {
                     return Ok(true);
                 }
             }
@@ -521,9 +520,7 @@ async fn lost_after_sync(
     }
     let mut bytes = vec![0u8; (to - first) as usize];
     read_at(file, first, &mut bytes).await?;
-    Ok(bytes
-        .chunks_exact(SECTOR_BYTES as usize)
-        .any(|sector| sector.iter().all(|&b| b == 0)))
+    Ok(bytes.chunks_exact(SECTOR_BYTES as usize).any(all_zero))
 }
 
 /// The offset of the first non-zero byte at or after `from` (`end` if none before it).
@@ -533,7 +530,7 @@ async fn next_data(file: &mut File, from: u64, end: u64) -> Result<u64, Error> {
     while at < end {
         let len = (end - at).min(READ_CHUNK as u64) as usize;
         read_at(file, at, &mut chunk[..len]).await?;
-        if let Some(i) = chunk[..len].iter().position(|&b| b != 0) {
+        if let Some(i) = first_nonzero(&chunk[..len]) {
             return Ok(at + i as u64);
         }
         at += len as u64;

@@ -63,6 +63,7 @@ use crate::fragment::{
 use crate::metadata::{
     MetadataRecord, PredecessorWalInfo, TimestampSize, TimestampSizes, WalCompressionType,
 };
+use crate::zeros::{all_zero, first_nonzero, last_nonzero};
 use dialect::{LogState, MetadataReporter};
 
 /// The default bound on a record's size: 64 MiB.
@@ -246,7 +247,7 @@ enum ZeroSuspect {
 /// `offset` where it starts in the log. Any other checksum failure is corruption,
 /// even when its last byte happens to be zero.
 fn cut_at_sector(offset: u64, fragment: &[u8]) -> bool {
-    let Some(last_data) = fragment.iter().rposition(|&b| b != 0) else {
+    let Some(last_data) = last_nonzero(fragment) else {
         return false;
     };
     let zeros_from = offset + last_data as u64 + 1;
@@ -766,7 +767,7 @@ impl LogDecoder {
         if self.zero_suspect.is_none() {
             return Ok(false);
         }
-        let Some(data_at) = bytes.iter().position(|&b| b != 0) else {
+        let Some(data_at) = first_nonzero(bytes) else {
             return Ok(false);
         };
         match self.zero_suspect.take().expect("checked above") {
@@ -901,7 +902,7 @@ impl LogDecoder {
                     let rest = &src[..len.min(src.len())];
                     let room = rest.len();
                     if room < RECYCLABLE_HEADER_SIZE
-                        || (room < WAL_SYNC_HEADER_SIZE && rest.iter().all(|&b| b == 0))
+                        || (room < WAL_SYNC_HEADER_SIZE && all_zero(rest))
                     {
                         self.skip = Some(Skip {
                             until: fragment_offset + len as u64,

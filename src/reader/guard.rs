@@ -13,6 +13,7 @@ use bytes::BytesMut;
 use crate::error::{Error, LogChange};
 use crate::format::BLOCK_SIZE;
 use crate::read_at::{read_exact_at, read_exact_cached};
+use crate::zeros::{first_difference, first_nonzero, last_nonzero};
 
 /// How many of the last bytes read are kept to compare with the file: the block a
 /// record being assembled most recently took bytes from.
@@ -111,7 +112,7 @@ impl FileGuard {
         let window = read_end.min(WINDOW_BYTES as u64) as usize;
         let mut recent = BytesMut::zeroed(window);
         read_exact_at(&file, &mut recent, read_end - window as u64)?;
-        let zeros_from = match recent.iter().rposition(|&b| b != 0) {
+        let zeros_from = match last_nonzero(&recent) {
             Some(last) => read_end - window as u64 + last as u64 + 1,
             None => read_end - window as u64,
         };
@@ -130,7 +131,7 @@ impl FileGuard {
     /// block before it, however far the reader has read past it since (at most
     /// the record it is putting together, and one read more).
     pub(crate) fn read(&mut self, bytes: &[u8], keep_from: u64) {
-        if let Some(last) = bytes.iter().rposition(|&b| b != 0) {
+        if let Some(last) = last_nonzero(bytes) {
             self.zeros_from = self.end + last as u64 + 1;
         }
         self.end += bytes.len() as u64;
@@ -163,7 +164,7 @@ impl FileGuard {
         self.recent.truncate(kept);
         self.end = to;
         let window_start = to - kept as u64;
-        self.zeros_from = match self.recent.iter().rposition(|&b| b != 0) {
+        self.zeros_from = match last_nonzero(&self.recent) {
             Some(last) => window_start + last as u64 + 1,
             None => window_start,
         };
@@ -270,7 +271,7 @@ impl Check {
             if let Err(e) = read(&self.file, &mut now, window_start).ok_or(WouldWait)? {
                 return Ok(self.cut_while_checked(e));
             }
-            if let Some(at) = now.iter().zip(&self.recent[..]).position(|(a, b)| a != b) {
+            if let Some(at) = first_difference(&now, &self.recent) {
                 let offset = window_start + at as u64;
                 if offset >= self.returned_end {
                     return Ok(Ok(self.moved()));
@@ -287,7 +288,7 @@ impl Check {
             if let Err(e) = read(&self.file, &mut now, self.zeros_from).ok_or(WouldWait)? {
                 return Ok(self.cut_while_checked(e));
             }
-            if let Some(at) = now.iter().position(|&b| b != 0) {
+            if let Some(at) = first_nonzero(&now) {
                 let offset = self.zeros_from + at as u64;
                 if offset >= self.returned_end {
                     return Ok(Ok(self.moved()));
