@@ -35,6 +35,8 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use criterion::Criterion;
@@ -60,6 +62,8 @@ const POLL_INTERVAL: Duration = Duration::from_millis(1);
 const CHILD_ENV: &str = "WALCODEC_FOLLOW_BENCH_CHILD";
 /// Set in the follower child: how many records to follow.
 const COUNT_ENV: &str = "WALCODEC_FOLLOW_BENCH_COUNT";
+/// Set in the sleeping child (the bound): it sleeps until its stdin closes.
+const SLEEP_ENV: &str = "WALCODEC_FOLLOW_BENCH_SLEEP";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Follower {
@@ -69,14 +73,18 @@ enum Follower {
     /// `with_wake_interval(Duration::ZERO)`: woken by every commit.
     InProcessEveryCommit,
     OtherProcess,
+    /// The bound for `OtherProcess`: a process that wakes as often and does
+    /// nothing else, which is what any 1 ms poller costs the machine.
+    OtherProcessSleeping,
 }
 
 /// Every configuration, `None` first (the tables' pairing relies on it).
-const FOLLOWERS: [Follower; 4] = [
+const FOLLOWERS: [Follower; 5] = [
     Follower::None,
     Follower::InProcess,
     Follower::InProcessEveryCommit,
     Follower::OtherProcess,
+    Follower::OtherProcessSleeping,
 ];
 
 impl Follower {
@@ -86,6 +94,7 @@ impl Follower {
             Follower::InProcess => "writer's process, 1 ms wake interval",
             Follower::InProcessEveryCommit => "writer's process, woken per commit",
             Follower::OtherProcess => "other process, 1 ms poll",
+            Follower::OtherProcessSleeping => "bound: other process, 1 ms sleeps only",
         }
     }
 }
@@ -129,6 +138,32 @@ struct Run {
     /// counts in `writer_cores`).
     follower_cores: Option<f64>,
     latencies: Vec<Duration>,
+}
+
+/// The sleeping child, the bound beside the follower child: wakes every
+/// `POLL_INTERVAL` on the same runtime, and does nothing else, until its stdin
+/// closes; then prints `cpu NS` as the follower child does.
+fn sleeping_child() {
+    let done = Arc::new(AtomicBool::new(false));
+    let closed = done.clone();
+    // Blocked in a read until the parent closes the pipe: no wake-ups of its own.
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        closed.store(true, Ordering::Relaxed);
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cpu_before = cpu_time();
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    runtime.block_on(async {
+        while !done.load(Ordering::Relaxed) {
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    });
+    println!("cpu {}", (cpu_time() - cpu_before).as_nanos());
 }
 
 /// The follower child: follows the directory for `count` records, then prints
@@ -190,11 +225,17 @@ async fn run(dir: &Path, tasks: usize, iters: u64, preallocate: u64, follower: F
                 yielded
             }));
         }
-        Follower::OtherProcess => {
-            let mut process = Command::new(std::env::current_exe().unwrap())
-                .env(CHILD_ENV, &path)
-                .env(COUNT_ENV, iters.to_string())
-                .stdin(Stdio::null())
+        Follower::OtherProcess | Follower::OtherProcessSleeping => {
+            let mut process = Command::new(std::env::current_exe().unwrap());
+            if follower == Follower::OtherProcess {
+                process
+                    .env(CHILD_ENV, &path)
+                    .env(COUNT_ENV, iters.to_string());
+            } else {
+                process.env(SLEEP_ENV, "1");
+            }
+            let mut process = process
+                .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap();
@@ -237,8 +278,11 @@ async fn run(dir: &Path, tasks: usize, iters: u64, preallocate: u64, follower: F
                 .expect("the follower keeps up")
                 .unwrap()
         }
-        Follower::OtherProcess => {
+        Follower::OtherProcess | Follower::OtherProcessSleeping => {
             let (mut process, lines) = child.unwrap();
+            // The sleeping child stops here; the follower child stopped at its
+            // last record.
+            drop(process.stdin.take());
             let (yielded, cpu) = tokio::task::spawn_blocking(move || {
                 let mut cpu = None;
                 let mut yielded = Vec::new();
@@ -260,7 +304,7 @@ async fn run(dir: &Path, tasks: usize, iters: u64, preallocate: u64, follower: F
             yielded
         }
     };
-    if follower != Follower::None {
+    if !matches!(follower, Follower::None | Follower::OtherProcessSleeping) {
         assert_eq!(
             yielded.len(),
             iters as usize,
@@ -379,11 +423,19 @@ fn tables(dir: &Path) {
                 }
                 let mut sorted = latencies.remove(name).unwrap();
                 sorted.sort_unstable();
+                // The bound follows nothing: no latencies.
+                let latency = |p| {
+                    if sorted.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{:.0} µs", percentile(&sorted, p).as_secs_f64() * 1e6)
+                    }
+                };
                 println!(
-                    "| {tasks} | {label} | {name} | {:.0} µs | {:.0} µs | {rate:.0} | {:.3}x \
+                    "| {tasks} | {label} | {name} | {} | {} | {rate:.0} | {:.3}x \
                      | {writer_cpu:.3} | {follower_cpu} |",
-                    percentile(&sorted, 0.5).as_secs_f64() * 1e6,
-                    percentile(&sorted, 0.99).as_secs_f64() * 1e6,
+                    latency(0.5),
+                    latency(0.99),
                     median(ratios[name].clone()),
                 );
             }
@@ -392,6 +444,10 @@ fn tables(dir: &Path) {
 }
 
 fn main() {
+    if std::env::var_os(SLEEP_ENV).is_some() {
+        sleeping_child();
+        return;
+    }
     if let Some(dir) = std::env::var_os(CHILD_ENV) {
         let count = std::env::var(COUNT_ENV).unwrap().parse().unwrap();
         child(PathBuf::from(dir), count);

@@ -88,6 +88,7 @@ mod logdir;
 pub mod metadata;
 mod names;
 mod observe;
+mod open;
 pub mod physical;
 mod read_at;
 mod reader;

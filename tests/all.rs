@@ -35,6 +35,8 @@ mod power_support;
 mod rocksdb_support;
 mod writer_support;
 
+#[path = "access_time.rs"]
+mod access_time;
 #[path = "api.rs"]
 mod api;
 #[path = "chunk_reader.rs"]

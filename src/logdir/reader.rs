@@ -731,7 +731,7 @@ impl Walk {
         let path = segment_path(&self.dir, self.segment);
         let file = {
             let path = path.clone();
-            super::fs::blocking(move || std::fs::File::open(path)).await
+            super::fs::blocking(move || crate::open::open_to_read(&path)).await
         };
         let file = match file {
             Ok(file) => Arc::new(file),

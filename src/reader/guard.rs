@@ -11,13 +11,17 @@ use std::sync::Arc;
 use bytes::BytesMut;
 
 use crate::error::{Error, LogChange};
-use crate::format::BLOCK_SIZE;
+use crate::open::open_to_read;
 use crate::read_at::{read_exact_at, read_exact_cached};
 use crate::zeros::{first_difference, first_nonzero, last_nonzero};
 
-/// How many of the last bytes read are kept to compare with the file: the block a
-/// record being assembled most recently took bytes from.
-const WINDOW_BYTES: usize = BLOCK_SIZE;
+/// How many bytes before the point a reader may go back to (the end of the last
+/// record it returned) are kept to compare with the file, beside every byte read
+/// after that point. A page: any rewrite that put other records there differs
+/// in it (each fragment carries a checksum), and a follower polling every
+/// millisecond compares it on each poll, so a block was eight times the work for
+/// nothing more found.
+const WINDOW_BYTES: usize = 4096;
 
 /// Watches the file a [`LogTailer`](crate::LogTailer) follows, or the segment a
 /// [`DirReader`](crate::DirReader) in another process reads.
@@ -98,7 +102,7 @@ impl FileGuard {
         read_end: u64,
     ) -> Result<FileGuard, Error> {
         let identity = Identity::of(reading);
-        let file = File::open(&path)?;
+        let file = open_to_read(&path)?;
         if Identity::of(&file.metadata()?) != identity {
             return Err(Error::LogChanged(LogChange::Replaced));
         }
@@ -359,13 +363,15 @@ mod tests {
         assert!(!checked.moved);
         guard.restore(checked.recent);
 
-        // A byte before the last record returned rewritten: both ways fail alike.
-        std::os::unix::fs::FileExt::write_at(&file, b"\0", 40 * 1024).unwrap();
+        // A byte before the last record returned rewritten (in the window the
+        // guard compares): both ways fail alike.
+        let rewritten = (48 * 1024 - WINDOW_BYTES / 2) as u64;
+        std::os::unix::fs::FileExt::write_at(&file, b"\0", rewritten).unwrap();
         let cached = guard.check(48 * 1024, 48 * 1024).run_cached();
         let Ok(Err(Error::LogChanged(LogChange::Rewritten { offset }))) = cached else {
             panic!("{cached:?}");
         };
-        assert_eq!(offset, 40 * 1024);
+        assert_eq!(offset, rewritten);
         let blocking = other.check(48 * 1024, 48 * 1024).run();
         assert!(matches!(
             blocking,

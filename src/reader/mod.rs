@@ -630,7 +630,7 @@ async fn with_log_start(
 ) -> Result<LogDecoderBuilder, Error> {
     let mut builder = builder.clone();
     if builder.needs_log_start(start_offset) {
-        let file = tokio::fs::File::open(path).await?;
+        let file = crate::open::open_to_read_async(path).await?;
         // The type-9 record: a 7-byte header and a 4-byte payload.
         let mut log_start = Vec::with_capacity(16);
         file.take(16).read_to_end(&mut log_start).await?;
@@ -774,7 +774,7 @@ impl LogTailer<tokio::fs::File> {
         let builder = with_log_start(path.as_ref(), start_offset, builder).await?;
         // A tokio file rather than a read-ahead: a tailer spends its time waiting at
         // the end, where reading ahead has nothing to read.
-        let mut file = tokio::fs::File::open(&path).await?;
+        let mut file = crate::open::open_to_read_async(path.as_ref()).await?;
         file.seek(SeekFrom::Start(block_start(start_offset)))
             .await?;
         let decoder = builder.clone().start_offset(start_offset).build();

@@ -104,7 +104,7 @@ impl ReadAheadBuilder {
     pub async fn open(&self, path: impl AsRef<Path>, offset: u64) -> io::Result<ReadAhead> {
         let path = path.as_ref().to_path_buf();
         let file = tokio::task::spawn_blocking(move || -> io::Result<File> {
-            let mut file = File::open(path)?;
+            let mut file = crate::open::open_to_read(&path)?;
             if offset > 0 {
                 file.seek(SeekFrom::Start(offset))?;
             }

@@ -172,7 +172,10 @@ impl LogDir {
         let mut buf = Some(vec![0u8; wire::DATA_HEADER_LEN + SHIP_CHUNK]);
         let mut probe = [0u8; 1];
         'segments: loop {
-            let file = Arc::new(std::fs::File::open(segment_path(&self.inner.dir, segment))?);
+            // Without touching its access time: the writer modifies the segment
+            // between any two reads (see `open_to_read`).
+            let path = segment_path(&self.inner.dir, segment);
+            let file = Arc::new(crate::open::open_to_read(&path)?);
             let start = Message::Segment {
                 segment,
                 offset: sent,
