@@ -327,6 +327,24 @@ async fn run(dir: &Path, tasks: usize, iters: u64, preallocate: u64, follower: F
     }
 }
 
+/// The median of `values` and a 95% confidence interval for it, from order
+/// statistics (no assumption about the distribution): `median (low–high)`. The
+/// machines these run on are shared, and a ratio's rounds scatter by several
+/// percent; the interval says how far the median itself can be trusted.
+fn median_with_interval(mut values: Vec<f64>) -> String {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    let median = median(values.clone());
+    // Ranks j and n - j + 1 (from 1) bound the median with 95% confidence.
+    let j = ((n as f64 / 2.0) - 0.98 * (n as f64).sqrt())
+        .floor()
+        .max(1.0) as usize;
+    if n < 6 {
+        return format!("{median:.3}x");
+    }
+    format!("{median:.3}x ({:.2}–{:.2})", values[j - 1], values[n - j])
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
@@ -354,8 +372,9 @@ fn tables(dir: &Path) {
     println!();
     println!(
         "paired: {} rounds of about {} ms per configuration, each configuration \
-         first in turn; cost ratios are medians of per-round ratios to no follower; \
-         latencies pooled over the rounds",
+         first in turn; cost ratios are medians of per-round ratios to no follower \
+         (in brackets, a 95% confidence interval of that median); latencies pooled \
+         over the rounds",
         rounds(),
         ROUND_TIME.as_millis()
     );
@@ -436,7 +455,7 @@ fn tables(dir: &Path) {
                      | {writer_cpu:.3} | {follower_cpu} |",
                     latency(0.5),
                     latency(0.99),
-                    median(ratios[name].clone()),
+                    median_with_interval(ratios[name].clone()),
                 );
             }
         }

@@ -307,6 +307,13 @@ pub enum CorruptionKind {
     /// `ErrZeroedChunk`): damage when a later WAL-sync fragment promised the log
     /// synced past it, else the log's end (preallocated or recycled space).
     ZeroedChunk,
+    /// A follower's (a live log's): a zeroed header in the middle of a block, with
+    /// data after it, still there when read again. A writer pads with zeros only
+    /// from where no header fits to the block's end, so the records after the
+    /// zeros' start were lost. A reader of a finished log skips such zeros to the
+    /// block's end, as LevelDB does; a follower cannot, since a read racing the
+    /// writer can see a later page of one write and not yet an earlier one.
+    ZeroFillBeforeData,
 }
 
 impl CorruptionKind {
@@ -343,6 +350,7 @@ impl CorruptionKind {
             }
             CorruptionKind::BadCompressedRecord => "corrupted compressed record".into(),
             CorruptionKind::ZeroedChunk => "zeroed chunk".into(),
+            CorruptionKind::ZeroFillBeforeData => "zero fill followed by data".into(),
         }
     }
 }

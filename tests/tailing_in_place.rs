@@ -665,3 +665,102 @@ async fn follows_a_preallocated_recycling_log_dir_in_the_writers_process() {
     assert!(want.last().unwrap().1.segment > 10);
     log.close().await.unwrap();
 }
+
+/// A log whose second record (which fills the rest of block 0) reads as zeros,
+/// with the third record in block 1 already there: what a follower sees when its
+/// read of one write takes the page holding the second record before the writer
+/// copied into it and the next page after. Returns the log and the three records'
+/// positions.
+fn zeros_before_data() -> (BytesMut, [Position; 3]) {
+    let mut encoder = LogEncoder::new();
+    let mut log = BytesMut::new();
+    let first = encoder.encode_record(b"first", &mut log);
+    let fill = 32_768 - log.len() - 7;
+    let second = encoder.encode_record(&vec![b's'; fill], &mut log);
+    assert_eq!(second.end, 32_768, "the second record ends block 0");
+    let third = encoder.encode_record(b"third", &mut log);
+    log[second.start as usize..second.end as usize].fill(0);
+    log.resize(128 * 1024, 0);
+    (log, [first, second, third])
+}
+
+/// Zeros in the middle of a block with a record after them: a follower never
+/// skips to that record, as a reader of a finished log (and LevelDB) would. It
+/// reads again, and when the writer's bytes land goes on in order; zeros that stay
+/// are damage, named where they begin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tailer_never_skips_zeros_a_later_record_follows() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000001.log");
+    let (log, [first, second, third]) = zeros_before_data();
+    std::fs::write(&path, &log).unwrap();
+
+    let mut tail = LogTailer::open(&path)
+        .await
+        .unwrap()
+        .with_poll_interval(Duration::from_millis(1));
+    assert_eq!(tail.next_record().await.unwrap().unwrap().position, first);
+    let error = tail.next_record().await.unwrap().unwrap_err();
+    match error {
+        walcodec::Error::Corruption { offset, kind, .. } => {
+            assert_eq!(offset, second.start);
+            assert_eq!(kind, walcodec::CorruptionKind::ZeroFillBeforeData);
+        }
+        other => panic!("{other}"),
+    }
+
+    // The same log, with the second record's bytes landing while the follower
+    // waits on them: every record, in order.
+    let path = dir.path().join("000002.log");
+    std::fs::write(&path, &log).unwrap();
+    let mut tail = LogTailer::open(&path)
+        .await
+        .unwrap()
+        .with_poll_interval(Duration::from_millis(1));
+    assert_eq!(tail.next_record().await.unwrap().unwrap().position, first);
+    let mut whole = BytesMut::new();
+    let mut encoder = LogEncoder::new();
+    encoder.encode_record(b"first", &mut whole);
+    encoder.encode_record(
+        &vec![b's'; (second.end - second.start - 7) as usize],
+        &mut whole,
+    );
+    let out = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    out.write_all_at(&whole[second.start as usize..], second.start)
+        .unwrap();
+    for expected in [second, third] {
+        assert_eq!(
+            tail.next_record().await.unwrap().unwrap().position,
+            expected
+        );
+    }
+    assert!(tail.caught_up().await.unwrap());
+}
+
+/// The same for a follower of a directory in another process, on the live
+/// segment: never the record after the zeros.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_follower_never_skips_zeros_a_later_record_follows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, [first, second, _]) = zeros_before_data();
+    std::fs::write(dir.path().join("000001.log"), &log).unwrap();
+    let mut follower = DirReader::open(dir.path(), LogPosition::START)
+        .await
+        .unwrap()
+        .follow()
+        .with_poll_interval(Duration::from_millis(1));
+    let record = follower.next().await.unwrap().unwrap();
+    assert_eq!(record.start, LogPosition::new(1, first.start));
+    let error = follower.next().await.unwrap().unwrap_err();
+    let walcodec::Error::BadSegment { segment: 1, source } = &error else {
+        panic!("{error}");
+    };
+    match **source {
+        walcodec::Error::Corruption { offset, kind, .. } => {
+            assert_eq!(offset, second.start);
+            assert_eq!(kind, walcodec::CorruptionKind::ZeroFillBeforeData);
+        }
+        ref other => panic!("{other}"),
+    }
+}

@@ -239,6 +239,12 @@ enum ZeroSuspect {
     /// preallocated space; followed by data it is lost data (a zeroed block), since
     /// writers pad with zeros only from the middle of a block to its end.
     ZeroedBlock { at: u64 },
+    /// A live log's (a follower's): a zeroed header at `at`, in the middle of a
+    /// block. Up to EOF that is space the writer has not reached; followed by data
+    /// it is a read that saw a later page of a write but not yet an earlier one
+    /// (read again, see `set_live`), or else lost data. A finished log's reader
+    /// skips it to the block's end as LevelDB does, and suspects nothing.
+    ZeroFill { at: u64 },
 }
 
 /// Whether a fragment that failed its checksum has the shape of a write cut short
@@ -713,11 +719,14 @@ impl LogDecoder {
                     }
                 }
                 // Zeros from a block's start to EOF: preallocated space, nothing lost.
-                Some(ZeroSuspect::ZeroedBlock { .. }) | None if raised || src.is_empty() => {}
+                Some(ZeroSuspect::ZeroedBlock { .. } | ZeroSuspect::ZeroFill { .. }) | None
+                    if raised || src.is_empty() => {}
                 // Zeros to a block's end, then fewer than a header's bytes of the next
                 // block: a header cut short, as after any other block (the layout
                 // walk, which looks at each block alone, calls it torn too).
-                Some(ZeroSuspect::ZeroedBlock { .. }) | None => return self.torn_tail(src),
+                Some(ZeroSuspect::ZeroedBlock { .. } | ZeroSuspect::ZeroFill { .. }) | None => {
+                    return self.torn_tail(src)
+                }
             }
             return Ok(None);
         }
@@ -779,6 +788,13 @@ impl LogDecoder {
                 if self.recovery != Recovery::SkipCorrupted {
                     let zeros = self.offset + data_at as u64 - at;
                     self.corrupt(Corruption::new(at, zeros, CorruptionKind::ZeroedBlock))?;
+                }
+            }
+            ZeroSuspect::ZeroFill { at } => {
+                if self.recovery != Recovery::SkipCorrupted {
+                    let zeros = self.offset + data_at as u64 - at;
+                    let kind = CorruptionKind::ZeroFillBeforeData;
+                    self.corrupt(Corruption::new(at, zeros, kind))?;
                 }
             }
         }
@@ -1061,6 +1077,8 @@ impl LogDecoder {
         }
         if at % BLOCK_SIZE as u64 == 0 {
             self.suspect(ZeroSuspect::ZeroedBlock { at });
+        } else if self.live {
+            self.suspect(ZeroSuspect::ZeroFill { at });
         }
         Ok(())
     }
