@@ -451,7 +451,7 @@ fn tables(dir: &Path) {
                     }
                 };
                 println!(
-                    "| {tasks} | {label} | {name} | {} | {} | {rate:.0} | {:.3}x \
+                    "| {tasks} | {label} | {name} | {} | {} | {rate:.0} | {} \
                      | {writer_cpu:.3} | {follower_cpu} |",
                     latency(0.5),
                     latency(0.99),

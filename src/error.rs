@@ -199,6 +199,13 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// See [`CorruptionKind::unwritten_while_live`].
+    pub(crate) fn unwritten_while_live(&self) -> bool {
+        matches!(self, Error::Corruption { kind, .. } if kind.unwritten_while_live())
+    }
+}
+
 /// A dialect's name in [`Error::WrongDialect`]'s message.
 fn dialect_name(dialect: crate::Dialect) -> &'static str {
     match dialect {
@@ -307,16 +314,24 @@ pub enum CorruptionKind {
     /// `ErrZeroedChunk`): damage when a later WAL-sync fragment promised the log
     /// synced past it, else the log's end (preallocated or recycled space).
     ZeroedChunk,
-    /// A follower's (a live log's): a zeroed header in the middle of a block, with
-    /// data after it, still there when read again. A writer pads with zeros only
-    /// from where no header fits to the block's end, so the records after the
-    /// zeros' start were lost. A reader of a finished log skips such zeros to the
-    /// block's end, as LevelDB does; a follower cannot, since a read racing the
-    /// writer can see a later page of one write and not yet an earlier one.
+    /// A follower's: a zeroed header in the middle of a block of a log that is not
+    /// recycled, with data after it, in a segment sealed since (a later one
+    /// exists). A writer pads with zeros only from where no header fits to the
+    /// block's end, so the records from the zeros on were lost. A reader of a
+    /// finished log skips such zeros to the block's end, as LevelDB does; a
+    /// follower cannot, since a read racing the writer can see a later page of one
+    /// write before an earlier one: while the log is live it reads them again.
     ZeroFillBeforeData,
 }
 
 impl CorruptionKind {
+    /// Whether a follower of a live log takes this for bytes the writer has not
+    /// finished writing, however often it reads them again: it waits, and it is
+    /// damage only once the log is sealed.
+    pub(crate) fn unwritten_while_live(&self) -> bool {
+        matches!(self, CorruptionKind::ZeroFillBeforeData)
+    }
+
     /// The reason text, as LevelDB words it.
     pub fn reason(&self) -> Cow<'static, str> {
         match self {

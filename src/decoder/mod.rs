@@ -239,11 +239,12 @@ enum ZeroSuspect {
     /// preallocated space; followed by data it is lost data (a zeroed block), since
     /// writers pad with zeros only from the middle of a block to its end.
     ZeroedBlock { at: u64 },
-    /// A live log's (a follower's): a zeroed header at `at`, in the middle of a
-    /// block. Up to EOF that is space the writer has not reached; followed by data
-    /// it is a read that saw a later page of a write but not yet an earlier one
-    /// (read again, see `set_live`), or else lost data. A finished log's reader
-    /// skips it to the block's end as LevelDB does, and suspects nothing.
+    /// A live log's (a follower's, not recycled): a zeroed header at `at`, in the
+    /// middle of a block. Up to EOF that is space the writer has not reached;
+    /// followed by data it is a read that saw a later page of a write but not yet
+    /// an earlier one, which a follower reads again for as long as the log is live
+    /// (`CorruptionKind::ZeroFillBeforeData`), or else lost data. A finished log's
+    /// reader skips it to the block's end as LevelDB does, and suspects nothing.
     ZeroFill { at: u64 },
 }
 
@@ -1077,7 +1078,10 @@ impl LogDecoder {
         }
         if at % BLOCK_SIZE as u64 == 0 {
             self.suspect(ZeroSuspect::ZeroedBlock { at });
-        } else if self.live {
+        } else if self.live && !self.state.is_recycled() {
+            // Not in a recycled log: past its live end lie an earlier log's bytes,
+            // which a header parsed inside one of its payloads may take for zeros;
+            // its fragments' log numbers tell them from this log's.
             self.suspect(ZeroSuspect::ZeroFill { at });
         }
         Ok(())

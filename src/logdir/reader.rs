@@ -279,6 +279,14 @@ impl DirReader {
             return Poll::Ready(Some(Ok(record)));
         }
         loop {
+            if self.pending.is_none() {
+                if let Some(read) = self.walk.as_mut().and_then(|walk| walk.next_buffered()) {
+                    if let Ok(record) = &read {
+                        self.position = record.end;
+                    }
+                    return Poll::Ready(Some(read));
+                }
+            }
             let read = ready!(self.poll_walk(cx, false));
             if let Some(Ok(record)) = &read {
                 self.position = record.end;
@@ -357,6 +365,9 @@ struct Walk {
     /// In another process: the segment after which the directory was last listed
     /// for a later segment (none was there), and when.
     holes_checked: Option<(u64, Instant)>,
+    /// What the decoder said when [`next_buffered`](Walk::next_buffered) found no
+    /// record in the buffer: the read it hands over to goes on from it.
+    decoded: Option<Result<Option<Bytes>, Error>>,
 }
 
 #[derive(Debug)]
@@ -393,6 +404,22 @@ struct Cursor {
     chunk: usize,
     /// Where the reader last went back to at the end of what the writer wrote.
     live_end: Option<u64>,
+}
+
+impl Cursor {
+    /// The record the decoder just returned, in `segment`.
+    fn record(&mut self, segment: u64, data: Bytes) -> DirRecord {
+        self.doubted = None;
+        let position = self
+            .decoder
+            .last_record()
+            .expect("a returned record has a position");
+        DirRecord {
+            start: LogPosition::new(segment, position.start),
+            end: LogPosition::new(segment, position.end),
+            data,
+        }
+    }
 }
 
 /// How much of the current segment may be read now.
@@ -437,6 +464,7 @@ impl Walk {
             at_end: false,
             looked_again: false,
             holes_checked: None,
+            decoded: None,
         })
     }
 
@@ -474,6 +502,7 @@ impl Walk {
             at_end: false,
             looked_again: false,
             holes_checked: None,
+            decoded: None,
         })
     }
 
@@ -497,6 +526,39 @@ impl Walk {
         }
     }
 
+    /// The next record when the buffer already holds it, decoded on the spot: a
+    /// read under way is a boxed future holding the whole walk, and a follower
+    /// that finds a hundred records per poll spent much of its CPU building one
+    /// per record. `None` when the read must go on as a future; what the decoder
+    /// said is then kept for it.
+    fn next_buffered(&mut self) -> Option<Result<DirRecord, Error>> {
+        if self.failed || self.decoded.is_some() || self.cursor.is_none() {
+            return None;
+        }
+        if let Err(e) = self.check_truncations() {
+            self.failed = true;
+            return Some(Err(e));
+        }
+        let segment = self.segment;
+        let cursor = self.cursor.as_mut().expect("checked above");
+        let decoded = if cursor.at_eof {
+            cursor.decoder.decode_eof(&mut cursor.buf)
+        } else {
+            cursor.decoder.decode(&mut cursor.buf)
+        };
+        match decoded {
+            Ok(Some(data)) => {
+                let record = cursor.record(segment, data);
+                self.position = record.end;
+                Some(Ok(record))
+            }
+            other => {
+                self.decoded = Some(other);
+                None
+            }
+        }
+    }
+
     async fn advance(&mut self) -> Result<Option<DirRecord>, Error> {
         loop {
             // Before anything read is decoded, and while waiting for a segment that
@@ -511,10 +573,10 @@ impl Walk {
             }
             let segment = self.segment;
             let cursor = self.cursor.as_mut().expect("opened above");
-            let decoded = if cursor.at_eof {
-                cursor.decoder.decode_eof(&mut cursor.buf)
-            } else {
-                cursor.decoder.decode(&mut cursor.buf)
+            let decoded = match self.decoded.take() {
+                Some(decoded) => decoded,
+                None if cursor.at_eof => cursor.decoder.decode_eof(&mut cursor.buf),
+                None => cursor.decoder.decode(&mut cursor.buf),
             };
             let decoded = match decoded {
                 Err(e) if !cursor.at_eof && self.is_live_error(&e).await? => {
@@ -535,18 +597,7 @@ impl Walk {
             };
             let cursor = self.cursor.as_mut().expect("opened above");
             match decoded.map_err(|e| bad_segment(segment, e))? {
-                Some(data) => {
-                    cursor.doubted = None;
-                    let position = cursor
-                        .decoder
-                        .last_record()
-                        .expect("a returned record has a position");
-                    return Ok(Some(DirRecord {
-                        start: LogPosition::new(segment, position.start),
-                        end: LogPosition::new(segment, position.end),
-                        data,
-                    }));
-                }
+                Some(data) => return Ok(Some(cursor.record(segment, data))),
                 None if cursor.at_eof => {
                     // Read in another process, a sealed segment ends at its last
                     // record whatever follows it (zeros, an earlier use's bytes, a
@@ -649,7 +700,7 @@ impl Walk {
         }
         let cursor = self.cursor.as_mut().expect("a segment is open");
         let seen = (cursor.decoder.rewind_point(), error.to_string());
-        if cursor.doubted.as_ref() == Some(&seen) {
+        if cursor.doubted.as_ref() == Some(&seen) && !error.unwritten_while_live() {
             return Ok(false);
         }
         cursor.doubted = Some(seen);

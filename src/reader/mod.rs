@@ -238,7 +238,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                         // Damage past the last record of a live log may be a write
                         // still in progress: read it again once before believing it.
                         let seen = (self.decoder.rewind_point(), e.to_string());
-                        if self.doubted.as_ref() != Some(&seen) {
+                        if self.doubted.as_ref() != Some(&seen) || e.unwritten_while_live() {
                             self.doubted = Some(seen);
                             self.go_back();
                             if self.look_again(wait) {
