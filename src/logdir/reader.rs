@@ -634,7 +634,9 @@ impl Walk {
                 cursor.chunk = (2 * added as usize)
                     .next_power_of_two()
                     .clamp(LIVE_READ_CHUNK, READ_CHUNK);
-                if self.look_again() || self.later_segment_exists().await? {
+                // `readable` looked for the next segment just now (a `stat` per poll
+                // spared): only a hole remains to be seen.
+                if self.look_again() || self.later_segment_than_next().await? {
                     continue;
                 }
                 if self.stop_here() {
@@ -867,6 +869,13 @@ impl Walk {
         if segment_path(&self.dir, self.segment + 1).try_exists()? {
             return Ok(true);
         }
+        self.later_segment_than_next().await
+    }
+
+    /// [`later_segment_exists`](Self::later_segment_exists) when the next segment
+    /// was just looked for and is not there: a later one is a hole, which the
+    /// directory is listed for at most once per [`HOLE_CHECK_INTERVAL`].
+    async fn later_segment_than_next(&mut self) -> Result<bool, Error> {
         let now = Instant::now();
         if self
             .holes_checked
