@@ -327,9 +327,14 @@ pub enum CorruptionKind {
 impl CorruptionKind {
     /// Whether a follower of a live log takes this for bytes the writer has not
     /// finished writing, however often it reads them again: it waits, and it is
-    /// damage only once the log is sealed.
+    /// damage only once the log is sealed. Zeros with data after them are what a
+    /// read racing the writer sees (a later page of a write before an earlier
+    /// one), and a second look can race again.
     pub(crate) fn unwritten_while_live(&self) -> bool {
-        matches!(self, CorruptionKind::ZeroFillBeforeData)
+        matches!(
+            self,
+            CorruptionKind::ZeroFillBeforeData | CorruptionKind::ZeroedBlock
+        )
     }
 
     /// The reason text, as LevelDB words it.

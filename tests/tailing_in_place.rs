@@ -755,3 +755,81 @@ async fn a_directory_follower_never_skips_zeros_a_later_record_follows() {
         ref other => panic!("{other}"),
     }
 }
+
+/// A log whose second block reads as zeros (the second record fills it exactly)
+/// with the third record in the block after: the race above, at a block's start.
+/// Returns the log and the three records' positions.
+fn zeroed_block_before_data() -> (BytesMut, [Position; 3], BytesMut) {
+    let mut encoder = LogEncoder::new();
+    let mut log = BytesMut::new();
+    let first = encoder.encode_record(&vec![b'f'; 32_768 - 7], &mut log);
+    let second = encoder.encode_record(&vec![b's'; 32_768 - 7], &mut log);
+    assert_eq!((first.end, second.end), (32_768, 65_536));
+    let third = encoder.encode_record(b"third", &mut log);
+    let whole = log.clone();
+    log[second.start as usize..second.end as usize].fill(0);
+    log.resize(160 * 1024, 0);
+    (log, [first, second, third], whole)
+}
+
+/// Zeros from a block's start with data after them are waited on too while the
+/// log is live, however long they stay, as zeros mid-block are. (Followed from the
+/// first record's end, so that the first read takes in the zeros and the data.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tailer_waits_at_a_zeroed_block_a_later_record_follows() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000001.log");
+    let (log, [first, second, third], whole) = zeroed_block_before_data();
+    std::fs::write(&path, &log).unwrap();
+
+    let mut tail = LogTailer::open_at(&path, first.end, &LogDecoder::builder())
+        .await
+        .unwrap()
+        .with_poll_interval(Duration::from_millis(1));
+    let waiting = tokio::time::timeout(Duration::from_millis(200), tail.next_record()).await;
+    assert!(waiting.is_err(), "the record after the zeros: {waiting:?}");
+    assert!(tail.caught_up().await.unwrap());
+
+    let out = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    out.write_all_at(
+        &whole[second.start as usize..second.end as usize],
+        second.start,
+    )
+    .unwrap();
+    for expected in [second, third] {
+        assert_eq!(
+            tail.next_record().await.unwrap().unwrap().position,
+            expected
+        );
+    }
+}
+
+/// A directory follower waits there on the live segment, and reports the zeroed
+/// block once a later segment seals it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_follower_waits_at_a_zeroed_block_until_sealed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, [first, second, _], _) = zeroed_block_before_data();
+    std::fs::write(dir.path().join("000001.log"), &log).unwrap();
+    let mut follower = DirReader::open(dir.path(), LogPosition::new(1, first.end))
+        .await
+        .unwrap()
+        .follow()
+        .with_poll_interval(Duration::from_millis(1));
+    let waiting = tokio::time::timeout(Duration::from_millis(200), follower.next()).await;
+    assert!(waiting.is_err(), "the record after the zeros: {waiting:?}");
+
+    std::fs::write(dir.path().join("000002.log"), b"").unwrap();
+    let error = follower.next().await.unwrap().unwrap_err();
+    let walcodec::Error::BadSegment { segment: 1, source } = &error else {
+        panic!("{error}");
+    };
+    match **source {
+        walcodec::Error::Corruption { offset, kind, .. } => {
+            assert_eq!(offset, second.start);
+            assert_eq!(kind, walcodec::CorruptionKind::ZeroedBlock);
+        }
+        ref other => panic!("{other}"),
+    }
+}
