@@ -739,18 +739,40 @@ async fn a_directory_follower_never_skips_zeros_a_later_record_follows() {
         .with_poll_interval(Duration::from_millis(1));
     let record = follower.next().await.unwrap().unwrap();
     assert_eq!(record.start, LogPosition::new(1, first.start));
+    waits_then_fails_once_sealed(
+        &mut follower,
+        dir.path(),
+        second.start,
+        walcodec::CorruptionKind::ZeroFillBeforeData,
+    )
+    .await;
+}
+
+/// A directory follower waiting on segment 1's zeros: it yields nothing after them
+/// while the segment is live, and once segment 2 appears (sealing it) reports
+/// `kind` at `offset`, the zeros' start.
+async fn waits_then_fails_once_sealed(
+    follower: &mut DirReader,
+    dir: &Path,
+    offset: u64,
+    kind: walcodec::CorruptionKind,
+) {
     let waiting = tokio::time::timeout(Duration::from_millis(200), follower.next()).await;
     assert!(waiting.is_err(), "the record after the zeros: {waiting:?}");
 
-    std::fs::write(dir.path().join("000002.log"), b"").unwrap();
+    std::fs::write(dir.join("000002.log"), b"").unwrap();
     let error = follower.next().await.unwrap().unwrap_err();
     let walcodec::Error::BadSegment { segment: 1, source } = &error else {
         panic!("{error}");
     };
     match **source {
-        walcodec::Error::Corruption { offset, kind, .. } => {
-            assert_eq!(offset, second.start);
-            assert_eq!(kind, walcodec::CorruptionKind::ZeroFillBeforeData);
+        walcodec::Error::Corruption {
+            offset: at,
+            kind: found,
+            ..
+        } => {
+            assert_eq!(at, offset);
+            assert_eq!(found, kind);
         }
         ref other => panic!("{other}"),
     }
@@ -817,19 +839,11 @@ async fn a_directory_follower_waits_at_a_zeroed_block_until_sealed() {
         .unwrap()
         .follow()
         .with_poll_interval(Duration::from_millis(1));
-    let waiting = tokio::time::timeout(Duration::from_millis(200), follower.next()).await;
-    assert!(waiting.is_err(), "the record after the zeros: {waiting:?}");
-
-    std::fs::write(dir.path().join("000002.log"), b"").unwrap();
-    let error = follower.next().await.unwrap().unwrap_err();
-    let walcodec::Error::BadSegment { segment: 1, source } = &error else {
-        panic!("{error}");
-    };
-    match **source {
-        walcodec::Error::Corruption { offset, kind, .. } => {
-            assert_eq!(offset, second.start);
-            assert_eq!(kind, walcodec::CorruptionKind::ZeroedBlock);
-        }
-        ref other => panic!("{other}"),
-    }
+    waits_then_fails_once_sealed(
+        &mut follower,
+        dir.path(),
+        second.start,
+        walcodec::CorruptionKind::ZeroedBlock,
+    )
+    .await;
 }
