@@ -288,6 +288,8 @@ pub enum CorruptionKind {
     /// the format leaves that, so the block's records were lost (a zeroed or
     /// unwritten block). `Recovery::SkipCorrupted` skips it silently, as LevelDB
     /// does, and counts it in [`DecodeStats::zeroed_blocks`](crate::DecodeStats::zeroed_blocks).
+    /// A follower waits at it while the log is live (a read racing the writer sees
+    /// the same), and reports it once the segment is sealed.
     ZeroedBlock,
     /// RocksDB: a fragment left from the file's earlier use (a recyclable header
     /// with another log number) cut the record being read; the log ends there

@@ -782,19 +782,17 @@ impl LogDecoder {
         };
         match self.zero_suspect.take().expect("checked above") {
             ZeroSuspect::Cut(damage) => self.corrupt(damage)?,
-            ZeroSuspect::ZeroedBlock { at } => {
-                if self.flow == Flow::Reading {
-                    self.stats.zeroed_blocks += 1;
-                }
+            suspect @ (ZeroSuspect::ZeroedBlock { at } | ZeroSuspect::ZeroFill { at }) => {
+                let kind = if let ZeroSuspect::ZeroedBlock { .. } = suspect {
+                    if self.flow == Flow::Reading {
+                        self.stats.zeroed_blocks += 1;
+                    }
+                    CorruptionKind::ZeroedBlock
+                } else {
+                    CorruptionKind::ZeroFillBeforeData
+                };
                 if self.recovery != Recovery::SkipCorrupted {
                     let zeros = self.offset + data_at as u64 - at;
-                    self.corrupt(Corruption::new(at, zeros, CorruptionKind::ZeroedBlock))?;
-                }
-            }
-            ZeroSuspect::ZeroFill { at } => {
-                if self.recovery != Recovery::SkipCorrupted {
-                    let zeros = self.offset + data_at as u64 - at;
-                    let kind = CorruptionKind::ZeroFillBeforeData;
                     self.corrupt(Corruption::new(at, zeros, kind))?;
                 }
             }
