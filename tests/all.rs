@@ -135,6 +135,10 @@ mod tailing;
 mod tailing_cut;
 #[path = "tailing_in_place.rs"]
 mod tailing_in_place;
+#[path = "tailing_purge.rs"]
+mod tailing_purge;
+#[path = "tailing_rewrite.rs"]
+mod tailing_rewrite;
 #[path = "tailing_seam.rs"]
 mod tailing_seam;
 #[path = "wake_interval.rs"]
