@@ -191,11 +191,7 @@ async fn check_cut(run: &Run, cut: usize, image: &DirImage, dir: &Path, tally: &
         Ok(log) => log,
         Err(e) => {
             tally.refused.push(format!("{context}: {e}"));
-            if strict() {
-                panic!("{context}: reopen fails: {e}");
-            }
-            std::fs::remove_dir_all(dir).unwrap();
-            return;
+            panic!("{context}: reopen fails: {e}");
         }
     };
     let mut reader = log.read_from(LogPosition::START).unwrap();
@@ -243,11 +239,6 @@ async fn check_cut(run: &Run, cut: usize, image: &DirImage, dir: &Path, tally: &
     }
     log.close().await.unwrap();
     std::fs::remove_dir_all(dir).unwrap();
-}
-
-/// Whether a refused reopen fails the run (`POWER_CUT_STRICT=1`).
-fn strict() -> bool {
-    std::env::var("POWER_CUT_STRICT").is_ok_and(|v| v == "1")
 }
 
 async fn power_cuts(cuts: usize, seed: u64) -> Tally {
