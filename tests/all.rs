@@ -85,6 +85,8 @@ mod logdir_model;
 mod logdir_pebble;
 #[path = "logdir_power_cut.rs"]
 mod logdir_power_cut;
+#[path = "logdir_power_cut_ops.rs"]
+mod logdir_power_cut_ops;
 #[path = "logdir_recycle.rs"]
 mod logdir_recycle;
 #[path = "owned_items.rs"]
