@@ -40,9 +40,23 @@ pub enum Error {
     /// An earlier write failed: the store accepts no more writes (reopen it).
     #[error("an earlier write failed, the store is poisoned: {0}")]
     Poisoned(String),
-    /// The store was closed.
+    /// The store (or its shared log) was closed.
     #[error("the log store is closed")]
     Closed,
+    /// [`SharedLog::store`](crate::SharedLog::store) of a group whose store is
+    /// open: one store per group at a time.
+    #[error("group {group}'s store is open already")]
+    GroupInUse {
+        /// The group.
+        group: u64,
+    },
+    /// [`SharedLog::store`](crate::SharedLog::store) of a group with another type
+    /// config than the one it was opened with since the log was opened.
+    #[error("group {group} was opened with another type config")]
+    GroupType {
+        /// The group.
+        group: u64,
+    },
 }
 
 impl Error {

@@ -60,6 +60,26 @@
 //!   entry right after its flush); reads ([`LogReader`]) decode those from memory,
 //!   as they do an append not yet durable, and read older ones from the segments.
 
+//!
+//! # Many groups, one log
+//!
+//! [`SharedLog`] puts many Raft groups' stores on one log: each group's
+//! [`LogStore`] (from [`SharedLog::store`]) writes records naming its group, and
+//! what every group queued goes to the log as one batch with one sync. Its
+//! records are the five above with tags `11` to `15`, the group (a varint) after
+//! the tag, and the fields a replay needs before it knows a group's type config
+//! (an entry's index) as varints, every typed field as length-prefixed postcard
+//! bytes: opening the log replays it once and indexes every group. A store of its
+//! own and a shared log refuse each other's records.
+//!
+//! | tag  | record      | fields after the group                                      |
+//! |------|-------------|-------------------------------------------------------------|
+//! | `11` | `Entry`     | index, leader id (bytes), the whole entry                   |
+//! | `12` | `Vote`      | vote as an option (bytes)                                   |
+//! | `13` | `Committed` | committed log id or none (bytes)                            |
+//! | `14` | `Truncate`  | first index removed                                         |
+//! | `15` | `Purge`     | purged index, its leader id, vote, committed id (all bytes) |
+
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -68,12 +88,15 @@
 )]
 
 mod error;
+mod group;
 mod reader;
 mod record;
+mod shared;
 mod state;
 mod store;
 mod writer;
 
 pub use error::Error;
 pub use reader::{LogReader, MAX_READ_BYTES};
+pub use shared::{SharedLog, SharedLogBuilder};
 pub use store::{LogStore, LogStoreBuilder};

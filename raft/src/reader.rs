@@ -14,8 +14,8 @@ use crate::state::{Place, State};
 use crate::Error;
 
 /// Default of [`LogStoreBuilder::max_read_bytes`](crate::LogStoreBuilder::max_read_bytes):
-/// 4 MiB.
-pub const MAX_READ_BYTES: u64 = 4 << 20;
+/// 4 MiB, what the store keeps of its latest entries in memory.
+pub const MAX_READ_BYTES: u64 = crate::state::CACHE_BYTES as u64;
 
 /// Reads the entries of a [`LogStore`](crate::LogStore) while it appends: those not
 /// yet durable from memory, the others from the log's segments (from the
@@ -25,6 +25,8 @@ pub struct LogReader<C: RaftTypeConfig> {
     pub(crate) log: LogDir,
     pub(crate) state: Arc<Mutex<State<C>>>,
     pub(crate) max_read_bytes: u64,
+    /// The group of a shared log's store, whose entry records name it.
+    pub(crate) group: Option<u64>,
 }
 
 impl<C: RaftTypeConfig> Clone for LogReader<C> {
@@ -33,6 +35,7 @@ impl<C: RaftTypeConfig> Clone for LogReader<C> {
             log: self.log.clone(),
             state: Arc::clone(&self.state),
             max_read_bytes: self.max_read_bytes,
+            group: self.group,
         }
     }
 }
@@ -100,7 +103,9 @@ impl<C: RaftTypeConfig> LogReader<C> {
         let mut cursor: Option<DirReader> = None;
         for want in wanted {
             match want {
-                Wanted::Ready(record) => entries.push(decode_entry::<C>(&record, None)?.1),
+                Wanted::Ready(record) => {
+                    entries.push(decode_entry::<C>(self.group, &record, None)?.1)
+                }
                 Wanted::Read { log_id, at } => {
                     entries.push(self.read_one(&mut cursor, log_id, at).await?);
                 }
@@ -134,7 +139,7 @@ impl<C: RaftTypeConfig> LogReader<C> {
             if record.end != at.end {
                 return Err(missing);
             }
-            let (found, entry) = decode_entry::<C>(&record.data, Some(record.start))?;
+            let (found, entry) = decode_entry::<C>(self.group, &record.data, Some(record.start))?;
             if found != log_id {
                 return Err(missing);
             }
@@ -164,10 +169,11 @@ impl<C: RaftTypeConfig> RaftLogReader<C> for LogReader<C> {
 
 /// Decodes an entry record (found at `position` in the log, or in memory).
 fn decode_entry<C: RaftTypeConfig>(
+    group: Option<u64>,
     data: &[u8],
     position: Option<LogPosition>,
 ) -> Result<(LogId<C::NodeId>, C::Entry), Error> {
-    record::decode_entry::<C>(data).map_err(|reason| Error::Decode {
+    record::decode_entry::<C>(group, data).map_err(|reason| Error::Decode {
         position: position.unwrap_or_default(),
         reason,
     })

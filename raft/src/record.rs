@@ -94,6 +94,194 @@ pub(crate) fn purge<C: RaftTypeConfig>(
     encode(PURGE, &[purged, vote, committed])
 }
 
+// A shared log's records ([`SharedLog`](crate::SharedLog)): the same five, each
+// naming its group, with the fields a replay that does not know the group's type
+// config needs (the group, an entry's index) as plain varints and every typed
+// field as length-prefixed bytes, so that one pass over the log can index every
+// group before anyone asks for a group's store.
+const GROUP_ENTRY: u8 = 11;
+const GROUP_VOTE: u8 = 12;
+const GROUP_COMMITTED: u8 = 13;
+const GROUP_TRUNCATE: u8 = 14;
+const GROUP_PURGE: u8 = 15;
+
+/// The postcard bytes of `value`.
+pub(crate) fn to_bytes<T: Serialize>(value: &T) -> Result<Vec<u8>, Error> {
+    postcard::to_stdvec(value).map_err(|e| Error::Encode(e.to_string()))
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// A varint off the front of `bytes` (at most 10 bytes, no overflow).
+fn take_varint(bytes: &mut &[u8]) -> Result<u64, String> {
+    let mut value = 0u64;
+    for (i, &byte) in bytes.iter().enumerate().take(10) {
+        let part = u64::from(byte & 0x7f);
+        if i == 9 && part > 1 {
+            return Err("varint overflows 64 bits".into());
+        }
+        value |= part << (7 * i);
+        if byte & 0x80 == 0 {
+            *bytes = &bytes[i + 1..];
+            return Ok(value);
+        }
+    }
+    Err("truncated varint".into())
+}
+
+/// Length-prefixed bytes off the front of `bytes`.
+fn take_bytes<'a>(bytes: &mut &'a [u8]) -> Result<&'a [u8], String> {
+    let len = take_varint(bytes)?;
+    let len = usize::try_from(len).map_err(|_| "length overflows")?;
+    if len > bytes.len() {
+        return Err(format!("{len} bytes announced, {} left", bytes.len()));
+    }
+    let (taken, rest) = bytes.split_at(len);
+    *bytes = rest;
+    Ok(taken)
+}
+
+fn group_header(tag: u8, group: u64) -> Vec<u8> {
+    let mut out = vec![tag];
+    put_varint(&mut out, group);
+    out
+}
+
+/// An entry of `group`: its index, its leader id, the entry.
+pub(crate) fn group_entry<C: RaftTypeConfig>(
+    group: u64,
+    log_id: &LogId<C::NodeId>,
+    entry: &C::Entry,
+) -> Result<Vec<u8>, Error> {
+    let mut out = group_header(GROUP_ENTRY, group);
+    put_varint(&mut out, log_id.index);
+    put_bytes(&mut out, &to_bytes(&log_id.leader_id)?);
+    entry.append_to(&mut out)?;
+    Ok(out)
+}
+
+/// The vote of `group` (as an `Option`, the way a purge carries it).
+pub(crate) fn group_vote<C: RaftTypeConfig>(
+    group: u64,
+    vote: &Vote<C::NodeId>,
+) -> Result<Vec<u8>, Error> {
+    let mut out = group_header(GROUP_VOTE, group);
+    put_bytes(&mut out, &to_bytes(&Some(vote))?);
+    Ok(out)
+}
+
+pub(crate) fn group_committed<C: RaftTypeConfig>(
+    group: u64,
+    committed: &Option<LogId<C::NodeId>>,
+) -> Result<Vec<u8>, Error> {
+    let mut out = group_header(GROUP_COMMITTED, group);
+    put_bytes(&mut out, &to_bytes(committed)?);
+    Ok(out)
+}
+
+pub(crate) fn group_truncate(group: u64, since: u64) -> Vec<u8> {
+    let mut out = group_header(GROUP_TRUNCATE, group);
+    put_varint(&mut out, since);
+    out
+}
+
+pub(crate) fn group_purge<C: RaftTypeConfig>(
+    group: u64,
+    purged: &LogId<C::NodeId>,
+    vote: &Option<Vote<C::NodeId>>,
+    committed: &Option<LogId<C::NodeId>>,
+) -> Result<Vec<u8>, Error> {
+    let mut out = group_header(GROUP_PURGE, group);
+    put_varint(&mut out, purged.index);
+    put_bytes(&mut out, &to_bytes(&purged.leader_id)?);
+    put_bytes(&mut out, &to_bytes(vote)?);
+    put_bytes(&mut out, &to_bytes(committed)?);
+    Ok(out)
+}
+
+/// A shared log's record, decoded as far as replay can without the group's type
+/// config: typed fields stay postcard bytes.
+pub(crate) enum GroupRecord<'a> {
+    Entry {
+        index: u64,
+        leader: &'a [u8],
+    },
+    /// postcard of `Option<Vote>`.
+    Vote(&'a [u8]),
+    /// postcard of `Option<LogId>`.
+    Committed(&'a [u8]),
+    Truncate(u64),
+    Purge {
+        index: u64,
+        leader: &'a [u8],
+        vote: &'a [u8],
+        committed: &'a [u8],
+    },
+}
+
+/// Decodes a shared log's record: its group and what replay needs of it.
+pub(crate) fn decode_group(data: &[u8]) -> Result<(u64, GroupRecord<'_>), String> {
+    let (&tag, mut rest) = data.split_first().ok_or("empty record")?;
+    let rest = &mut rest;
+    if !(GROUP_ENTRY..=GROUP_PURGE).contains(&tag) {
+        return Err(format!("record of tag {tag} in a shared log"));
+    }
+    let group = take_varint(rest)?;
+    let record = match tag {
+        GROUP_ENTRY => {
+            let index = take_varint(rest)?;
+            let leader = take_bytes(rest)?;
+            // The entry's body follows.
+            return Ok((group, GroupRecord::Entry { index, leader }));
+        }
+        GROUP_VOTE => GroupRecord::Vote(take_bytes(rest)?),
+        GROUP_COMMITTED => GroupRecord::Committed(take_bytes(rest)?),
+        GROUP_TRUNCATE => GroupRecord::Truncate(take_varint(rest)?),
+        _ => GroupRecord::Purge {
+            index: take_varint(rest)?,
+            leader: take_bytes(rest)?,
+            vote: take_bytes(rest)?,
+            committed: take_bytes(rest)?,
+        },
+    };
+    if !rest.is_empty() {
+        return Err(format!("{} bytes after a record of tag {tag}", rest.len()));
+    }
+    Ok((group, record))
+}
+
+/// A log id from a record's index and the postcard bytes of its leader id.
+pub(crate) fn log_id_from<C: RaftTypeConfig>(
+    index: u64,
+    leader: &[u8],
+) -> Result<LogId<C::NodeId>, String> {
+    let leader = postcard::from_bytes(leader).map_err(|e| e.to_string())?;
+    Ok(LogId {
+        leader_id: leader,
+        index,
+    })
+}
+
+/// A typed field of a shared log's record, from its postcard bytes.
+pub(crate) fn from_bytes<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    postcard::from_bytes(bytes).map_err(|e| e.to_string())
+}
+
 /// Takes one value off the front of `bytes`.
 fn take<T: DeserializeOwned>(bytes: &mut &[u8]) -> Result<T, String> {
     let (value, rest) = postcard::take_from_bytes::<T>(bytes).map_err(|e| e.to_string())?;
@@ -123,15 +311,29 @@ pub(crate) fn decode<C: RaftTypeConfig>(data: &[u8]) -> Result<Record<C>, String
     Ok(record)
 }
 
-/// Decodes an entry record in full: its log id and the entry.
+/// Decodes an entry record in full: its log id and the entry. `group` is the
+/// group of a shared log's store (whose entry records name it), `None` for a
+/// store of its own.
 pub(crate) fn decode_entry<C: RaftTypeConfig>(
+    group: Option<u64>,
     data: &[u8],
 ) -> Result<(LogId<C::NodeId>, C::Entry), String> {
     let (&tag, mut rest) = data.split_first().ok_or("empty record")?;
-    if tag != ENTRY {
-        return Err(format!("record of tag {tag} where an entry was expected"));
-    }
-    let log_id = take(&mut rest)?;
+    let log_id = match (tag, group) {
+        (ENTRY, None) => take(&mut rest)?,
+        (GROUP_ENTRY, Some(group)) => {
+            let found = take_varint(&mut rest)?;
+            if found != group {
+                return Err(format!(
+                    "an entry of group {found} where group {group}'s was expected"
+                ));
+            }
+            let index = take_varint(&mut rest)?;
+            let leader = take_bytes(&mut rest)?;
+            log_id_from::<C>(index, leader)?
+        }
+        _ => return Err(format!("record of tag {tag} where an entry was expected")),
+    };
     let entry = take(&mut rest)?;
     if !rest.is_empty() {
         return Err(format!("{} bytes after an entry", rest.len()));

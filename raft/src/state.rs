@@ -8,6 +8,7 @@ use std::sync::Arc;
 use openraft::{LogId, RaftTypeConfig, Vote};
 use walcodec::{LogDir, LogPosition};
 
+use crate::group::RawGroup;
 use crate::record::{self, Record};
 use crate::Error;
 
@@ -40,10 +41,10 @@ impl Place {
 }
 
 /// The most bytes of durable records [`State`] keeps in memory for readers: the
-/// latest entries, about one replication message's worth
-/// ([`MAX_READ_BYTES`](crate::MAX_READ_BYTES)) so that a follower a message behind
-/// is still served from memory.
-pub(crate) const CACHE_BYTES: usize = crate::reader::MAX_READ_BYTES as usize;
+/// latest entries, about one replication message's worth (readers' default
+/// [`MAX_READ_BYTES`](crate::MAX_READ_BYTES) is this) so that a follower a
+/// message behind is still served from memory.
+pub(crate) const CACHE_BYTES: usize = 4 << 20;
 
 pub(crate) struct Slot<C: RaftTypeConfig> {
     pub(crate) log_id: LogId<C::NodeId>,
@@ -62,6 +63,9 @@ pub(crate) struct State<C: RaftTypeConfig> {
     pub(crate) cached_bytes: usize,
     /// No `Place::Cached` slot has an index below this: where eviction looks first.
     pub(crate) cached_from: u64,
+    /// Tags the slots of each append (see [`Place::Pending`]); kept here, not in
+    /// the store, so that a group's store opened again never reuses a tag.
+    pub(crate) seq: u64,
 }
 
 impl<C: RaftTypeConfig> State<C> {
@@ -129,16 +133,68 @@ impl<C: RaftTypeConfig> State<C> {
         }
     }
 
-    /// Replays the whole log (what purges left of it) into a state.
-    pub(crate) async fn replay(log: &LogDir) -> Result<State<C>, Error> {
-        let mut state = State {
+    /// An empty state.
+    pub(crate) fn new() -> State<C> {
+        State {
             slots: BTreeMap::new(),
             purged: None,
             vote: None,
             committed: None,
             cached_bytes: 0,
             cached_from: u64::MAX,
+            seq: 0,
+        }
+    }
+
+    /// A group's state from what the replay of its shared log found.
+    pub(crate) fn from_raw(raw: &RawGroup, path: &std::path::Path) -> Result<State<C>, Error> {
+        let undecodable = |at: LogPosition| {
+            move |reason: String| Error::Decode {
+                position: at,
+                reason,
+            }
         };
+        let mut state = State::new();
+        // Entries of one term share their leader's bytes: decode each run once.
+        let mut leader: Option<(&[u8], LogId<C::NodeId>)> = None;
+        for (&index, (bytes, at)) in &raw.entries {
+            let log_id = match &leader {
+                Some((b, id)) if *b == &bytes[..] => LogId {
+                    leader_id: id.leader_id.clone(),
+                    index,
+                },
+                _ => {
+                    let id =
+                        record::log_id_from::<C>(index, bytes).map_err(undecodable(at.start))?;
+                    leader = Some((bytes, id.clone()));
+                    id
+                }
+            };
+            state.slots.insert(
+                index,
+                Slot {
+                    log_id,
+                    place: Place::Stored(at.clone()),
+                },
+            );
+        }
+        if let Some((index, bytes, at)) = &raw.purged {
+            state.purged = Some(record::log_id_from::<C>(*index, bytes).map_err(undecodable(*at))?);
+        }
+        if let Some((bytes, at)) = &raw.vote {
+            state.vote = record::from_bytes(bytes).map_err(undecodable(*at))?;
+        }
+        if let Some((bytes, at)) = &raw.committed {
+            state.committed = record::from_bytes(bytes).map_err(undecodable(*at))?;
+        }
+        state.check_consecutive()?;
+        state.clamp_committed(path);
+        Ok(state)
+    }
+
+    /// Replays the whole log (what purges left of it) into a state.
+    pub(crate) async fn replay(log: &LogDir) -> Result<State<C>, Error> {
+        let mut state = State::new();
         let mut reader = log.read_from(LogPosition::START)?;
         while let Some(record) = reader.next_record().await {
             let record = record?;

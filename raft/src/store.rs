@@ -16,8 +16,9 @@ use walcodec::{LogDirOptions, LogPosition};
 use crate::error::{vote_error, write_error};
 use crate::reader::LogReader;
 use crate::record;
+use crate::shared::Lease;
 use crate::state::{Place, Slot, State};
-use crate::writer::{Op, Writer};
+use crate::writer::{Done, Op, Writer, SOLO};
 use crate::Error;
 
 /// Configures a [`LogStore`], then opens it.
@@ -86,24 +87,17 @@ impl<C: RaftTypeConfig> LogStoreBuilder<C> {
                 return Err(e);
             }
         };
-        let state = Arc::new(Mutex::new(state));
         let (ops, receiver) = mpsc::unbounded_channel();
-        let writer = Writer {
-            log: log.clone(),
-            state: Arc::clone(&state),
-            ops: receiver,
-            committed: None,
-            failure: None,
-        };
-        tokio::spawn(writer.run());
+        tokio::spawn(Writer::new(log.clone(), receiver).run());
         Ok(LogStore {
             reader: LogReader {
                 log,
-                state,
+                state: Arc::new(Mutex::new(state)),
                 max_read_bytes: self.max_read_bytes.unwrap_or(crate::MAX_READ_BYTES),
+                group: None,
             },
             ops: Some(ops),
-            seq: 0,
+            lease: None,
         })
     }
 }
@@ -129,17 +123,19 @@ impl<C: RaftTypeConfig> LogStoreBuilder<C> {
 ///
 /// After a failed write the store is poisoned: every later write fails; reopen it.
 pub struct LogStore<C: RaftTypeConfig> {
-    reader: LogReader<C>,
+    pub(crate) reader: LogReader<C>,
     /// To the writer task; `None` once closed.
-    ops: Option<mpsc::UnboundedSender<Op<C>>>,
-    /// Tags the slots of each append.
-    seq: u64,
+    pub(crate) ops: Option<mpsc::UnboundedSender<Op>>,
+    /// A group's store: its hold on the group in its shared log, released on
+    /// close or drop.
+    pub(crate) lease: Option<Lease>,
 }
 
 impl<C: RaftTypeConfig> Debug for LogStore<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LogStore")
             .field("path", &self.path())
+            .field("group", &self.reader.group)
             .finish_non_exhaustive()
     }
 }
@@ -167,13 +163,39 @@ impl<C: RaftTypeConfig> LogStore<C> {
     /// # Errors
     /// [`Error::Poisoned`] when an earlier write failed; the log's error when the
     /// last write or the close fails.
+    ///
+    /// A group's store (from [`SharedLog::store`](crate::SharedLog::store)) makes
+    /// its committed id durable and lets the group go, leaving the shared log and
+    /// the other groups running; the group may be opened again.
     pub async fn close(&mut self) -> Result<(), Error> {
         let Some(ops) = self.ops.take() else {
             return Ok(());
         };
-        let (reply, done) = oneshot::channel();
-        ops.send(Op::Close(reply)).map_err(|_| Error::Closed)?;
-        done.await.map_err(|_| Error::Closed)?
+        let lease = self.lease.take();
+        match self.reader.group {
+            None => {
+                let (reply, done) = oneshot::channel();
+                ops.send(Op::Close(reply)).map_err(|_| Error::Closed)?;
+                done.await.map_err(|_| Error::Closed)?
+            }
+            Some(group) => {
+                let (reply, done) = oneshot::channel();
+                ops.send(Op::Flush { group, reply })
+                    .map_err(|_| Error::Closed)?;
+                let flushed = match done.await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(Error::Poisoned(e.to_string())),
+                    Err(_) => Err(Error::Closed),
+                };
+                drop(lease);
+                flushed
+            }
+        }
+    }
+
+    /// The writer's key for this store's records.
+    fn group(&self) -> u64 {
+        self.reader.group.unwrap_or(SOLO)
     }
 
     fn state(&self) -> MutexGuard<'_, State<C>> {
@@ -183,7 +205,7 @@ impl<C: RaftTypeConfig> LogStore<C> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn send(&self, op: Op<C>) -> Result<(), Error> {
+    fn send(&self, op: Op) -> Result<(), Error> {
         match &self.ops {
             Some(ops) => ops.send(op).map_err(|_| Error::Closed),
             None => Err(Error::Closed),
@@ -193,7 +215,13 @@ impl<C: RaftTypeConfig> LogStore<C> {
     /// Writes `records` after everything queued; resolves once they are durable.
     async fn write(&self, records: Vec<Arc<[u8]>>) -> Result<Vec<Range<LogPosition>>, Error> {
         let (reply, done) = oneshot::channel();
-        self.send(Op::Write { records, reply })?;
+        self.send(Op::Write {
+            group: self.group(),
+            records,
+            done: Box::new(move |outcome| {
+                let _ = reply.send(outcome);
+            }),
+        })?;
         match done.await {
             Ok(Ok(ranges)) => Ok(ranges),
             Ok(Err(e)) => Err(Error::Poisoned(e.to_string())),
@@ -210,9 +238,16 @@ impl<C: RaftTypeConfig> LogStore<C> {
             state.purge(log_id.clone());
             (state.vote.clone(), state.committed.clone())
         };
-        let ranges = self
-            .write(vec![record::purge::<C>(&log_id, &vote, &committed)?.into()])
-            .await?;
+        let record = match self.reader.group {
+            None => record::purge::<C>(&log_id, &vote, &committed)?,
+            Some(group) => record::group_purge::<C>(group, &log_id, &vote, &committed)?,
+        };
+        let ranges = self.write(vec![record.into()]).await?;
+        if self.reader.group.is_some() {
+            // The segments of a shared log hold other groups' records too: they
+            // stay (see the SharedLog docs).
+            return Ok(());
+        }
         // The purge record holds all the state the records before it held: the
         // whole segments before it, and before the first entry kept, may go.
         let mut cut = ranges[0].start;
@@ -254,7 +289,11 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
     }
 
     async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
-        let record = record::vote::<C>(vote).map_err(vote_error)?;
+        let record = match self.reader.group {
+            None => record::vote::<C>(vote),
+            Some(group) => record::group_vote::<C>(group, vote),
+        }
+        .map_err(vote_error)?;
         self.write(vec![record.into()]).await.map_err(vote_error)?;
         self.state().vote = Some(vote.clone());
         Ok(())
@@ -268,8 +307,17 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
         &mut self,
         committed: Option<LogId<C::NodeId>>,
     ) -> Result<(), StorageError<C::NodeId>> {
-        self.state().committed = committed.clone();
-        self.send(Op::Committed(committed)).map_err(write_error)
+        let record = match self.reader.group {
+            None => record::committed::<C>(&committed),
+            Some(group) => record::group_committed::<C>(group, &committed),
+        }
+        .map_err(write_error)?;
+        self.state().committed = committed;
+        self.send(Op::Committed {
+            group: self.group(),
+            record: record.into(),
+        })
+        .map_err(write_error)
     }
 
     async fn read_committed(
@@ -290,15 +338,27 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
         let entries: Vec<C::Entry> = entries.into_iter().collect();
         let mut records = Vec::with_capacity(entries.len());
         for entry in &entries {
-            records.push(Arc::<[u8]>::from(
-                record::entry::<C>(entry.get_log_id(), entry).map_err(write_error)?,
-            ));
+            let log_id = entry.get_log_id();
+            let record = match self.reader.group {
+                None => record::entry::<C>(log_id, entry),
+                Some(group) => record::group_entry::<C>(group, log_id, entry),
+            };
+            records.push(Arc::<[u8]>::from(record.map_err(write_error)?));
         }
-        self.seq += 1;
-        let seq = self.seq;
         let first = entries.first().map_or(0, |e| e.get_log_id().index);
-        {
+        let seq = {
             let mut state = self.state();
+            // A bad call fails alone, before anything is written: an append's
+            // entries follow each other. (Where the first goes is openraft's
+            // business: its suite appends past the last entry.)
+            for (expected, entry) in (first..).zip(&entries) {
+                let found = entry.get_log_id().index;
+                if found != expected {
+                    return Err(write_error(Error::Gap { expected, found }));
+                }
+            }
+            state.seq += 1;
+            let seq = state.seq;
             if let Some(first) = entries.first() {
                 // As replay does: an append replaces what it overlaps.
                 state.truncate(first.get_log_id().index);
@@ -316,19 +376,37 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
                     },
                 );
             }
-        }
-        self.send(Op::Append {
-            first,
-            seq,
+            seq
+        };
+        let state = Arc::clone(&self.reader.state);
+        let done: Done = Box::new(move |outcome| match outcome {
+            Ok(ranges) => {
+                // Entries still in the index now point into the log (first, so
+                // that no reader misses them once the callback fired).
+                {
+                    let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+                    for (index, range) in (first..).zip(ranges) {
+                        state.keep(index, seq, range);
+                    }
+                }
+                callback.log_io_completed(Ok(()));
+            }
+            Err(e) => callback.log_io_completed(Err(e.to_io())),
+        });
+        self.send(Op::Write {
+            group: self.group(),
             records,
-            callback,
+            done,
         })
         .map_err(write_error)
     }
 
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         self.state().truncate(log_id.index);
-        let record = record::truncate(log_id.index).map_err(write_error)?;
+        let record = match self.reader.group {
+            None => record::truncate(log_id.index).map_err(write_error)?,
+            Some(group) => record::group_truncate(group, log_id.index),
+        };
         self.write(vec![record.into()]).await.map_err(write_error)?;
         Ok(())
     }

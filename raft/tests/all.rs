@@ -33,5 +33,11 @@ mod durability;
 mod model;
 #[path = "power_cut.rs"]
 mod power_cut;
+#[path = "shared.rs"]
+mod shared;
+#[path = "shared_crash.rs"]
+mod shared_crash;
+#[path = "shared_power_cut.rs"]
+mod shared_power_cut;
 #[path = "suite.rs"]
 mod suite;
