@@ -225,11 +225,13 @@ impl FileGuard {
     /// every byte read after the point the reader may go back to).
     pub(crate) fn span(&mut self, from: u64, to: u64) -> Span {
         let window_start = self.end - self.recent.len() as u64;
-        debug_assert!(window_start <= from && from <= to && to <= self.end);
+        // Within the window, whatever the caller asks (what it does not hold was
+        // never read through this guard).
+        let to = to.clamp(window_start, self.end);
         Span {
             file: self.file.clone(),
-            from: from.max(window_start),
-            to: to.min(self.end),
+            from: from.clamp(window_start, to),
+            to,
             window_start,
             recent: std::mem::take(&mut self.recent),
         }
