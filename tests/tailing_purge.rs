@@ -49,14 +49,12 @@ async fn open_log(dir: &std::path::Path, recycle: usize, preallocate: bool) -> L
         .unwrap()
 }
 
-fn follower_of(log: &LogDir) -> impl std::future::Future<Output = DirReader> + '_ {
-    async move {
-        DirReader::open(log.path(), LogPosition::START)
-            .await
-            .unwrap()
-            .follow()
-            .with_poll_interval(Duration::from_millis(1))
-    }
+async fn follower_of(log: &LogDir) -> DirReader {
+    DirReader::open(log.path(), LogPosition::START)
+        .await
+        .unwrap()
+        .follow()
+        .with_poll_interval(Duration::from_millis(1))
 }
 
 /// Record `i` of a run: 1 to 6 KiB, drawn from the run's seed.
@@ -179,9 +177,9 @@ async fn a_follower_fails_with_purged_when_unread_records_went() {
             .iter()
             .position(|end| end.segment == ends[0].segment + 2);
         let stop = second.unwrap() + 3;
-        for i in 0..=stop {
+        for end in &ends[..=stop] {
             let got = follower.next_record().await.unwrap().unwrap();
-            assert_eq!(got.end, ends[i], "{what}");
+            assert_eq!(got.end, *end, "{what}");
         }
         // The consumer purges past its follower: through segment 3's last record.
         let segment_3 = ends[0].segment + 3;

@@ -225,11 +225,13 @@ impl FileGuard {
     /// every byte read after the point the reader may go back to).
     pub(crate) fn span(&mut self, from: u64, to: u64) -> Span {
         let window_start = self.end - self.recent.len() as u64;
-        debug_assert!(window_start <= from && from <= to && to <= self.end);
+        // Within the window, whatever the caller asks (what it does not hold was
+        // never read through this guard).
+        let to = to.clamp(window_start, self.end);
         Span {
             file: self.file.clone(),
-            from: from.max(window_start),
-            to: to.min(self.end),
+            from: from.clamp(window_start, to),
+            to,
             window_start,
             recent: std::mem::take(&mut self.recent),
         }
@@ -499,6 +501,38 @@ mod tests {
             }
             Ok(checked) => assert!(!checked.unwrap().moved),
         }
+    }
+
+    /// A record's span read in two pieces, the file cut and written again in
+    /// between: the span check finds the first byte that differs, or the cut.
+    #[test]
+    fn a_span_check_finds_a_rewrite_between_two_reads() {
+        let (_dir, _path, file, mut guard) = guarded(8 * 1024);
+        let first: Vec<u8> = (0..4096u32).map(|i| (i % 13) as u8 + 1).collect();
+        std::os::unix::fs::FileExt::write_at(&file, &first, 8 * 1024).unwrap();
+        guard.read(&first, 8 * 1024);
+        // The file cut at 10 KiB and written again: the second read gets new bytes.
+        file.set_len(10 * 1024).unwrap();
+        let second = vec![0xabu8; 4096];
+        std::os::unix::fs::FileExt::write_at(&file, &second, 10 * 1024).unwrap();
+        std::os::unix::fs::FileExt::write_at(&file, &second, 12 * 1024).unwrap();
+        guard.read(&second, 8 * 1024);
+        // Unchanged bytes pass; the span across the rewrite fails where it differs.
+        let (recent, ok) = guard.span(8 * 1024, 10 * 1024).run();
+        guard.restore(recent);
+        assert!(ok.is_ok(), "{ok:?}");
+        let (recent, changed) = guard.span(9 * 1024, 14 * 1024).run();
+        guard.restore(recent);
+        assert!(matches!(
+            changed,
+            Err(Error::LogChanged(LogChange::Rewritten { offset })) if offset == 10 * 1024
+        ));
+        file.set_len(11 * 1024).unwrap();
+        let (_, cut) = guard.span(9 * 1024, 14 * 1024).run();
+        assert!(matches!(
+            cut,
+            Err(Error::LogChanged(LogChange::Shrunk { len, .. })) if len == 11 * 1024
+        ));
     }
 
     #[test]
