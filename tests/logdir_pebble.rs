@@ -440,9 +440,10 @@ const MODE_ENV: &str = "WALCODEC_LOGDIR_PEBBLE_MODE";
 #[test]
 #[ignore = "the child process of the Pebble LogDir crash and follower tests"]
 fn pebble_logdir_child() {
-    let Some(path) = std::env::var_os(CHILD_ENV) else {
-        return;
-    };
+    // Run by hand (`--include-ignored`), it has nothing to check: say so by failing.
+    let path = std::env::var_os(CHILD_ENV).unwrap_or_else(|| {
+        panic!("{CHILD_ENV} is not set: only the Pebble LogDir crash and follower tests run this child")
+    });
     let mode = std::env::var(MODE_ENV).unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

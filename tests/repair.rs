@@ -276,13 +276,20 @@ async fn clean_logs_are_untouched() {
     ]
     .iter()
     .map(|case| {
-        let path = format!("tests/data/writers/{case}/000001.log");
+        let path = format!(
+            "{}/tests/data/writers/{case}/000001.log",
+            env!("CARGO_MANIFEST_DIR")
+        );
         (case.to_string(), std::fs::read(path).unwrap())
     })
     .collect();
     files.push((
         "leveldb wal".into(),
-        std::fs::read("tests/data/leveldb-db/wal/000003.log").unwrap(),
+        std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/leveldb-db/wal/000003.log"
+        ))
+        .unwrap(),
     ));
     let (ours, _) = encode(&[record(1, 100), record(2, 3 * BLOCK_SIZE), record(3, 0)]);
     files.push(("ours".into(), ours));

@@ -296,30 +296,35 @@ async fn close_returns_the_length_and_refuses_later_calls() {
 async fn close_completes_appends_already_queued() {
     let (_dir, path) = temp_log();
     let log = AsyncLogWriter::create(&path).await.unwrap();
-    let mut tasks = Vec::new();
-    for task in 0..64 {
-        let log = log.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut acked = 0u32;
-            for seq in 0..1000 {
-                match log.append(make_record(task, seq)).await {
-                    Ok(_) => acked += 1,
-                    Err(Error::Closed) => break,
-                    Err(e) => panic!("{e}"),
-                }
-            }
-            acked
-        }));
+    let records: Vec<Vec<u8>> = (0..64).map(|seq| make_record(1, seq)).collect();
+    // Each append polled once: encoded and queued (64 small records fit the queue,
+    // so none waits for room), not necessarily written yet.
+    let mut appends: Vec<_> = records
+        .iter()
+        .map(|record| Box::pin(futures::future::maybe_done(log.append(record))))
+        .collect();
+    for append in &mut appends {
+        let _ = futures::poll!(append.as_mut());
     }
-    tokio::time::sleep(Duration::from_millis(20)).await;
     let len = log.close().await.unwrap();
-    let mut acked = 0;
-    for task in tasks {
-        acked += task.await.unwrap();
+    // Every one of them was written and acknowledged, in order, and nothing after.
+    let mut ends = Vec::new();
+    for mut append in appends {
+        append.as_mut().await;
+        let position = append
+            .as_mut()
+            .take_output()
+            .unwrap()
+            .expect("an append queued before close is written");
+        ends.push(position.end);
     }
-    let records = read_log(&path, true).await;
-    // Every acknowledged record is there; nothing was appended after close.
-    assert_eq!(records.len(), acked as usize);
+    assert!(ends.windows(2).all(|w| w[0] < w[1]), "{ends:?}");
+    assert!(matches!(log.append(b"late").await, Err(Error::Closed)));
+    let read = read_log(&path, true).await;
+    let read: Vec<&[u8]> = read.iter().map(|(_, data)| &data[..]).collect();
+    let expected: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+    assert_eq!(read, expected);
+    assert_eq!(len, *ends.last().unwrap());
     assert_eq!(len, std::fs::metadata(&path).unwrap().len());
 }
 
