@@ -28,7 +28,7 @@ async fn a_hold_keeps_its_segments_from_purges_until_released() {
     let log = open(dir.path(), None).await;
     let hold = log.hold_retention();
     assert_eq!(hold.held_from(), 1);
-    fill(&log, 200).await;
+    fill(&log, 400).await;
     let active = log.end().segment;
     assert!(active > 4);
     assert!(log.purge_before(log.end()).await.unwrap().is_empty());
@@ -51,7 +51,7 @@ async fn automatic_retention_respects_a_hold_and_a_reader_alike() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), Some(1)).await;
     let hold = log.hold_retention();
-    fill(&log, 200).await;
+    fill(&log, 400).await;
     assert_eq!(
         log.start(),
         LogPosition::new(1, 0),

@@ -585,10 +585,11 @@ impl Archiver {
         if self.read_back {
             let bytes = self.bucket.get_all(location).await?;
             if bytes.len() as u64 != size {
-                return Err(corrupt(format!(
-                    "read back {} bytes after uploading {size}",
-                    bytes.len()
-                )));
+                return Err(ArchiveError::ShortRead {
+                    object: location.to_string(),
+                    expected: size,
+                    got: bytes.len() as u64,
+                });
             }
             if crc32c::crc32c(&bytes) != crc {
                 return Err(corrupt("read back with another CRC-32C".into()));
@@ -603,10 +604,12 @@ impl Archiver {
             )
             .await?;
         if meta.size != size {
-            return Err(corrupt(format!(
-                "holds {} bytes after uploading {size}",
-                meta.size
-            )));
+            // The upload failed on its way (a body cut short): upload it again.
+            return Err(ArchiveError::ShortRead {
+                object: location.to_string(),
+                expected: size,
+                got: meta.size,
+            });
         }
         Ok(())
     }

@@ -18,8 +18,9 @@ pub enum ArchiveError {
         /// The request.
         what: String,
     },
-    /// A read returned fewer or more bytes than the object (or range) holds: a
-    /// body cut short on the way. Retried.
+    /// A read returned fewer or more bytes than the object (or range) holds, or
+    /// an upload left an object of another size than was sent: a body cut short
+    /// on the way. Retried.
     #[error("reading {object}: {got} bytes, not {expected}")]
     ShortRead {
         /// The object's path in the store.

@@ -21,7 +21,12 @@ fn patient() -> RetryPolicy {
         .backoff(Duration::from_millis(1), Duration::from_millis(10))
 }
 
-async fn through_faults(healthy: Arc<dyn ObjectStore>, every: u64, fault: Fault) {
+async fn through_faults(
+    healthy: Arc<dyn ObjectStore>,
+    every: u64,
+    fault: Fault,
+    part_bytes: usize,
+) {
     let faulty = FaultyStore::new(Arc::clone(&healthy), every, fault);
     let store: Arc<dyn ObjectStore> = faulty.clone();
     let dir = tempfile::tempdir().unwrap();
@@ -29,9 +34,10 @@ async fn through_faults(healthy: Arc<dyn ObjectStore>, every: u64, fault: Fault)
     let mut rng = Rng(every * 31 + fault as u64);
     let written = fill(&log, &mut rng, 0, 60, 20_000).await;
     log.rotate().await.unwrap();
-    // Parts of 16 KiB: segments go up in several parts, each a request that may fail.
+    // Parts of 16 KiB on local files: segments go up in several parts, each a
+    // request that may fail.
     let archiver = Archiver::new(Arc::clone(&store), "f".into())
-        .parts(16 * 1024, 2)
+        .parts(part_bytes, 2)
         .retry(patient());
     let end = archiver.archive_sealed(&log).await.unwrap();
     assert_eq!(end, log.end());
@@ -71,27 +77,39 @@ async fn through_faults(healthy: Arc<dyn ObjectStore>, every: u64, fault: Fault)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_third_request_fails_against_s3() {
+async fn one_request_in_three_fails_against_s3() {
     let server = S3Server::start().await;
-    through_faults(server.store(), 3, Fault::Fail).await;
+    through_faults(server.store(), 3, Fault::Fail, 5 << 20).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_fifth_request_hangs_until_its_timeout() {
+async fn one_request_in_five_hangs_until_its_timeout() {
     let store_dir = tempfile::tempdir().unwrap();
-    through_faults(support::local_store(store_dir.path()), 5, Fault::Hang).await;
+    through_faults(
+        support::local_store(store_dir.path()),
+        5,
+        Fault::Hang,
+        16 * 1024,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_fourth_body_is_truncated_against_s3() {
+async fn one_body_in_four_is_truncated_against_s3() {
     let server = S3Server::start().await;
-    through_faults(server.store(), 4, Fault::Truncate).await;
+    through_faults(server.store(), 4, Fault::Truncate, 5 << 20).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_fourth_body_is_truncated_against_local_files() {
+async fn one_body_in_four_is_truncated_against_local_files() {
     let store_dir = tempfile::tempdir().unwrap();
-    through_faults(support::local_store(store_dir.path()), 4, Fault::Truncate).await;
+    through_faults(
+        support::local_store(store_dir.path()),
+        4,
+        Fault::Truncate,
+        16 * 1024,
+    )
+    .await;
 }
 
 /// When the retries run out, nothing is recorded as archived.

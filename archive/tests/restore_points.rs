@@ -78,7 +78,7 @@ async fn check_restore_at(
 }
 
 async fn every_point(store: Arc<dyn ObjectStore>, dialect: Dialect) {
-    let (dir, written) = archived_log(&store, "pitr", dialect, 120).await;
+    let (dir, written) = archived_log(&store, "pitr", dialect, 80).await;
     let primary = segment_files(dir.path());
     assert!(primary.len() > 10);
     // Everything.
@@ -92,7 +92,7 @@ async fn every_point(store: Arc<dyn ObjectStore>, dialect: Dialect) {
     }
     for (i, (_, end)) in written.iter().enumerate() {
         // Inside segments: at a record's end, and one byte either side of it.
-        if i % 7 == 0 {
+        if i % 13 == 0 {
             points.push(*end);
             points.push(LogPosition::new(end.segment, end.offset - 1));
             points.push(LogPosition::new(end.segment, end.offset + 1));

@@ -28,7 +28,7 @@ use crate::LogDir;
 /// let log = LogDir::builder().max_segment_bytes(1024).open(dir.path()).await?;
 /// // Before the first append: nothing can be purged before the hold is in place.
 /// let hold = log.hold_retention();
-/// for i in 0..100 {
+/// for i in 0..300 {
 ///     log.append(format!("event {i}")).await?;
 /// }
 /// // Held: nothing is purged, whatever the purge asks for.

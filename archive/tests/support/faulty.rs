@@ -1,4 +1,4 @@
-//! A store that fails on purpose: every Nth request errs, hangs (for a timeout to
+//! A store that fails on purpose: one request in N (at random, seeded) errs, hangs (for a timeout to
 //! end), or moves a truncated body (a GET's body cut short, a PUT's payload or a
 //! part cut short on its way in, as a broken proxy would).
 
@@ -40,10 +40,16 @@ pub struct Faults {
 }
 
 impl Faults {
-    /// Whether this request gets the fault.
+    /// Whether this request gets the fault: one in `every`, at random (seeded,
+    /// so a run repeats). Not every Nth exactly: a step of N requests retried
+    /// would then fail at the same request forever.
     fn hit(&self) -> Option<Fault> {
         let n = self.requests.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.enabled.load(Ordering::SeqCst) && n % self.every == 0 {
+        let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (self.every << 32);
+        x ^= x >> 29;
+        x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x ^= x >> 32;
+        if self.enabled.load(Ordering::SeqCst) && x % self.every == 0 {
             self.injected.fetch_add(1, Ordering::SeqCst);
             Some(self.fault)
         } else {
