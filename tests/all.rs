@@ -79,6 +79,8 @@ mod logdir_append_batch;
 mod logdir_crash;
 #[path = "logdir_faults.rs"]
 mod logdir_faults;
+#[path = "logdir_hold.rs"]
+mod logdir_hold;
 #[path = "logdir_model.rs"]
 mod logdir_model;
 #[path = "logdir_pebble.rs"]

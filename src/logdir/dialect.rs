@@ -88,3 +88,12 @@ pub(crate) fn wrong_dialect(dir: &Path, pebble_found: bool) -> Error {
         expected,
     }
 }
+
+impl crate::LogDir {
+    /// The dialect the log's segments are written in
+    /// ([`LogDirOptions::dialect`](super::LogDirOptions::dialect)): what a copy of
+    /// its segments needs to be read, or restored as a log directory, elsewhere.
+    pub fn dialect(&self) -> Dialect {
+        self.inner.options.dialect_in_use()
+    }
+}

@@ -3,6 +3,7 @@
 
 mod dialect;
 mod fs;
+mod hold;
 mod listing;
 mod lock;
 mod position;
@@ -24,6 +25,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{watch, RwLock, RwLockReadGuard};
 
 pub use fs::{DirStorage, OsDirStorage};
+pub use hold::RetentionHold;
 pub use listing::{SegmentInfo, SegmentList};
 pub use position::{LogPosition, ParsePositionError};
 pub use reader::{DirReader, DirRecord};

@@ -1,0 +1,233 @@
+//! Archiving and restoring against plain `object_store` transfers of the same
+//! files, on local files and on an S3 server in this process (127.0.0.1), and
+//! the archiver's cost to a writer taking appends from 64 tasks.
+//!
+//! `cargo bench -p walcodec-archive --bench archive`; `ARCHIVE_BENCH_MB` sets the
+//! log's size (default 256), `ARCHIVE_BENCH_SECS` each append run's length
+//! (default 3). Ratios are throughputs, the archive's over the plain transfer's,
+//! best of three alternating runs each.
+
+#![allow(dead_code)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::path::Path as FsPath;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use walcodec::{Dialect, LogDir, WriterOptions};
+use walcodec_archive::{restore, Archiver, DEFAULT_PARTS_IN_FLIGHT, DEFAULT_PART_BYTES};
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Uploads each file as the archiver would, without reading its records.
+async fn plain_upload(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &str,
+    files: &[(u64, std::path::PathBuf)],
+) {
+    for (number, path) in files {
+        let location = Path::from(format!("{prefix}/{number:06}.log"));
+        let bytes = tokio::fs::read(path).await.unwrap();
+        if bytes.len() <= DEFAULT_PART_BYTES {
+            store.put(&location, PutPayload::from(bytes)).await.unwrap();
+        } else {
+            let upload = store.put_multipart(&location).await.unwrap();
+            let mut upload = WriteMultipart::new_with_chunk_size(upload, DEFAULT_PART_BYTES);
+            let bytes = bytes::Bytes::from(bytes);
+            for start in (0..bytes.len()).step_by(DEFAULT_PART_BYTES) {
+                upload
+                    .wait_for_capacity(DEFAULT_PARTS_IN_FLIGHT)
+                    .await
+                    .unwrap();
+                upload.put(bytes.slice(start..(start + DEFAULT_PART_BYTES).min(bytes.len())));
+            }
+            upload.finish().await.unwrap();
+        }
+    }
+}
+
+/// Downloads each object into a file, synced, as a restore writes it.
+async fn plain_download(store: &Arc<dyn ObjectStore>, prefix: &str, numbers: &[u64], dir: &FsPath) {
+    use std::io::Write;
+    for number in numbers {
+        let location = Path::from(format!("{prefix}/{number:06}.log"));
+        let mut stream = store.get(&location).await.unwrap().into_stream();
+        let file = std::fs::File::create(dir.join(format!("{number:06}.log"))).unwrap();
+        let mut file = std::io::BufWriter::with_capacity(1 << 20, file);
+        while let Some(chunk) = stream.next().await {
+            file.write_all(&chunk.unwrap()).unwrap();
+        }
+        file.into_inner().unwrap().sync_all().unwrap();
+    }
+}
+
+fn mib_per_s(bytes: u64, elapsed: Duration) -> f64 {
+    bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64()
+}
+
+async fn transfers(name: &str, store: Arc<dyn ObjectStore>, log_dir: &FsPath, bytes: u64) {
+    let listed = LogDir::list(log_dir).unwrap();
+    let mut files: Vec<(u64, std::path::PathBuf)> = listed
+        .segments
+        .iter()
+        .map(|s| (s.number, s.path.clone()))
+        .collect();
+    files.pop(); // the active segment
+    let numbers: Vec<u64> = files.iter().map(|f| f.0).collect();
+    let log = LogDir::open(log_dir).await.unwrap();
+    let (mut plain_up, mut archive_up, mut plain_down, mut restore_down) =
+        (Duration::MAX, Duration::MAX, Duration::MAX, Duration::MAX);
+    for round in 0..3 {
+        let started = Instant::now();
+        plain_upload(&store, &format!("plain{round}"), &files).await;
+        plain_up = plain_up.min(started.elapsed());
+
+        let started = Instant::now();
+        Archiver::new(Arc::clone(&store), format!("archive{round}").into())
+            .archive_sealed(&log)
+            .await
+            .unwrap();
+        archive_up = archive_up.min(started.elapsed());
+
+        let target = tempfile::tempdir().unwrap();
+        let started = Instant::now();
+        plain_download(&store, &format!("plain{round}"), &numbers, target.path()).await;
+        plain_down = plain_down.min(started.elapsed());
+
+        let target = tempfile::tempdir().unwrap();
+        let started = Instant::now();
+        restore(
+            Arc::clone(&store),
+            format!("archive{round}").into(),
+            target.path(),
+            None,
+        )
+        .await
+        .unwrap();
+        restore_down = restore_down.min(started.elapsed());
+    }
+    log.close().await.unwrap();
+    println!(
+        "{name}: upload plain {:.0} MiB/s, archiver {:.0} MiB/s: ratio {:.2} (goal >= 0.9)",
+        mib_per_s(bytes, plain_up),
+        mib_per_s(bytes, archive_up),
+        plain_up.as_secs_f64() / archive_up.as_secs_f64()
+    );
+    println!(
+        "{name}: download plain {:.0} MiB/s, restore {:.0} MiB/s: ratio {:.2} (goal >= 0.9)",
+        mib_per_s(bytes, plain_down),
+        mib_per_s(bytes, restore_down),
+        plain_down.as_secs_f64() / restore_down.as_secs_f64()
+    );
+}
+
+/// Appends/s of 64 tasks appending 1 KiB records for `secs`, with or without an
+/// archiver running on the log.
+async fn appends_per_sec(secs: u64, archive: bool) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = tempfile::tempdir().unwrap();
+    let log = LogDir::builder()
+        .max_segment_bytes(4 << 20)
+        .writer(WriterOptions::new())
+        .open(dir.path())
+        .await
+        .unwrap();
+    let archiver = Arc::new(Archiver::new(
+        support::local_store(store_dir.path()),
+        "cpu".into(),
+    ));
+    let task = archive.then(|| {
+        archiver.hold(&log);
+        let (archiver, log) = (Arc::clone(&archiver), log.clone());
+        tokio::spawn(async move { archiver.run(&log).await })
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicU64::new(0));
+    let mut writers = Vec::new();
+    for t in 0..64u64 {
+        let (log, stop, count) = (log.clone(), Arc::clone(&stop), Arc::clone(&count));
+        writers.push(tokio::spawn(async move {
+            let record = vec![t as u8; 1024];
+            while !stop.load(Ordering::Relaxed) {
+                log.append(&record).await.unwrap();
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let rate = count.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+    if let Some(task) = task {
+        task.abort();
+    }
+    log.close().await.unwrap();
+    rate
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mb = env("ARCHIVE_BENCH_MB", 256);
+        let secs = env("ARCHIVE_BENCH_SECS", 3);
+        let log_dir = tempfile::tempdir().unwrap();
+        {
+            let log = LogDir::builder()
+                .dialect(Dialect::LevelDb)
+                .max_segment_bytes(16 << 20)
+                .open(log_dir.path())
+                .await
+                .unwrap();
+            let record = vec![7u8; 4000];
+            let mut handles = Vec::new();
+            for _ in 0..16 {
+                let log = log.clone();
+                let record = record.clone();
+                handles.push(tokio::spawn(async move {
+                    for _ in 0..(mb << 20) / 4000 / 16 {
+                        log.append(&record).await.unwrap();
+                    }
+                }));
+            }
+            for handle in handles {
+                handle.await.unwrap();
+            }
+            log.rotate().await.unwrap();
+            log.close().await.unwrap();
+        }
+        let listed = LogDir::list(log_dir.path()).unwrap();
+        let bytes: u64 = listed.segments.iter().map(|s| s.len).sum();
+        println!("log: {} segments, {} MiB", listed.segments.len() - 1, bytes >> 20);
+        let store_dir = tempfile::tempdir().unwrap();
+        transfers("local files", support::local_store(store_dir.path()), log_dir.path(), bytes).await;
+        let server = support::S3Server::start().await;
+        transfers("S3 (s3s-fs, 127.0.0.1)", server.store(), log_dir.path(), bytes).await;
+
+        let (mut without, mut with) = (0f64, 0f64);
+        for _ in 0..3 {
+            without = without.max(appends_per_sec(secs, false).await);
+            with = with.max(appends_per_sec(secs, true).await);
+        }
+        println!(
+            "64-task appends of 1 KiB: {without:.0}/s alone, {with:.0}/s while archiving: ratio {:.2} (goal >= 0.95)",
+            with / without
+        );
+    });
+}

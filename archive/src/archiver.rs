@@ -1,0 +1,635 @@
+//! [`Archiver`]: ships each sealed segment of a [`LogDir`] to the object store
+//! once, in order, checks it, then lists it in the manifest.
+
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+use walcodec::{Dialect, LogDir, LogPosition, RetentionHold};
+
+use crate::error::ArchiveError;
+use crate::manifest::{self, now_ms, Manifest, SegmentEntry};
+use crate::scan::SegmentScan;
+use crate::store::{Bucket, RetryPolicy};
+
+/// Default size of one part of a multipart upload, and the size from which a
+/// segment is uploaded in parts: 8 MiB.
+pub const DEFAULT_PART_BYTES: usize = 8 << 20;
+/// Default parts of one segment in flight at once: 4.
+pub const DEFAULT_PARTS_IN_FLIGHT: usize = 4;
+
+type Progress = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// Archives a [`LogDir`] to an object store, continuously: each sealed segment is
+/// uploaded once, in order, its upload checked, then listed in the archive's
+/// manifest (with its size, CRC-32C, record count and where its records end; the
+/// manifest also records the log's dialect and start, all a
+/// [`restore`](crate::restore) needs).
+///
+/// ```no_run
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use object_store::local::LocalFileSystem;
+/// use walcodec::LogDir;
+/// use walcodec_archive::Archiver;
+///
+/// let log = LogDir::builder().retain_bytes(1 << 30).open("/var/lib/app/log").await?;
+/// let store = Arc::new(LocalFileSystem::new_with_prefix("/mnt/backup")?);
+/// let archiver = Arc::new(Archiver::new(store, "app/log".into()));
+/// // Before the first append: retention keeps what is not archived yet.
+/// archiver.hold(&log);
+/// let task = tokio::spawn({
+///     let (archiver, log) = (Arc::clone(&archiver), log.clone());
+///     async move { archiver.run(&log).await }
+/// });
+/// log.append(b"event").await?;
+/// println!("archived up to {}", *archiver.archived_end().borrow());
+/// # drop(task);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # What "archived" means
+///
+/// A segment is archived when its object is in the store with the segment's
+/// size (a `HEAD` checks it; with [`verify_by_reading`](Self::verify_by_reading),
+/// its bytes are read back and their CRC-32C compared) *and* the manifest listing
+/// it has been written. Before uploading, its bytes are read through walcodec's
+/// decoder in the log's dialect: a segment whose fragments fail their CRC, or that
+/// does not end as a sealed segment must, is refused ([`ArchiveError::BadSegment`])
+/// rather than archived.
+///
+/// # Crashes and cancellation
+///
+/// The manifest is the only record of what is archived, and it is written after
+/// the object it lists. Cancelling [`run`](Self::run) at any await point, or
+/// killing the process, leaves at worst an object not yet listed: the next run
+/// uploads it again under the same name and lists it once.
+///
+/// # Retention
+///
+/// An archiver [`hold`](Self::hold)s the log's retention
+/// ([`LogDir::hold_retention`]): [`retain_bytes`](walcodec::LogDirOptions::retain_bytes),
+/// [`retain_age`](walcodec::LogDirOptions::retain_age) and
+/// [`purge_before`](LogDir::purge_before) never delete a segment before it is
+/// archived. The hold lives as long as the `Archiver`, across failed runs.
+///
+/// One archiver per prefix: two writing the same manifest would overwrite each
+/// other's.
+pub struct Archiver {
+    bucket: Bucket,
+    part_bytes: usize,
+    parts_in_flight: usize,
+    active_every: Option<Duration>,
+    read_back: bool,
+    archived: watch::Sender<LogPosition>,
+    hold: Mutex<Option<RetentionHold>>,
+    progress: Option<Progress>,
+}
+
+impl std::fmt::Debug for Archiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Archiver")
+            .field("store", &self.bucket.store)
+            .field("prefix", &self.bucket.prefix)
+            .field("archived_end", &*self.archived.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Archiver::push_dir`] uploaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PushSummary {
+    /// Segments archived by this call.
+    pub segments: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The archive's end afterwards.
+    pub archived_end: LogPosition,
+}
+
+impl Archiver {
+    /// An archiver of a log into `store` under `prefix` (the manifest is
+    /// `prefix/manifest.json`).
+    pub fn new(store: Arc<dyn ObjectStore>, prefix: Path) -> Archiver {
+        Archiver {
+            bucket: Bucket::new(store, prefix),
+            part_bytes: DEFAULT_PART_BYTES,
+            parts_in_flight: DEFAULT_PARTS_IN_FLIGHT,
+            active_every: None,
+            read_back: false,
+            archived: watch::channel(LogPosition::START).0,
+            hold: Mutex::new(None),
+            progress: None,
+        }
+    }
+
+    /// How requests are bounded and retried (see [`RetryPolicy`]).
+    pub fn retry(mut self, policy: RetryPolicy) -> Archiver {
+        self.bucket.retry = policy;
+        self
+    }
+
+    /// Segments longer than `bytes` are uploaded in parts of `bytes` (default
+    /// [`DEFAULT_PART_BYTES`]; S3 wants at least 5 MiB but for the last part),
+    /// `in_flight` parts at once (default [`DEFAULT_PARTS_IN_FLIGHT`]).
+    pub fn parts(mut self, bytes: usize, in_flight: usize) -> Archiver {
+        self.part_bytes = bytes.max(1);
+        self.parts_in_flight = in_flight.max(1);
+        self
+    }
+
+    /// Also upload the active segment's durable prefix every `interval`, when it
+    /// grew, so that losing the disk loses at most `interval` of acknowledged
+    /// records, not a whole segment.
+    ///
+    /// Cost: each interval in which the log grew takes one upload of the *whole*
+    /// durable prefix so far (one PUT, or a multipart upload of its parts) and one
+    /// PUT of the manifest; each rotation one DELETE of the superseded prefix. With
+    /// 64 MiB segments filled in an hour and a 10 s interval, that is 720 uploads
+    /// and 720 manifest writes an hour, and on average half a segment per upload
+    /// (about 23 GiB an hour of transfer for 64 MiB of log): pick a long interval
+    /// or smaller segments ([`max_segment_bytes`](walcodec::LogDirOptions::max_segment_bytes))
+    /// where requests or transfer are billed.
+    pub fn active_every(mut self, interval: Duration) -> Archiver {
+        self.active_every = Some(interval);
+        self
+    }
+
+    /// Check each upload by reading the object back and comparing its CRC-32C
+    /// (default: a `HEAD` checks its size). Doubles the transfer.
+    pub fn verify_by_reading(mut self, read_back: bool) -> Archiver {
+        self.read_back = read_back;
+        self
+    }
+
+    /// Calls `progress` with each chunk of bytes read and uploaded (for progress
+    /// bars).
+    pub fn on_progress(mut self, progress: impl Fn(u64) + Send + Sync + 'static) -> Archiver {
+        self.progress = Some(Arc::new(progress));
+        self
+    }
+
+    /// The end of what is archived: the start of the first segment not archived
+    /// yet (`(n, 0)`, as [`LogDir::durable_end`] reads after a rotation), or with
+    /// [`active_every`](Self::active_every) the end of the active segment's prefix
+    /// last uploaded. Compare it with the log's durable end for the archive's lag.
+    pub fn archived_end(&self) -> watch::Receiver<LogPosition> {
+        self.archived.subscribe()
+    }
+
+    /// Holds `log`'s retention ([`LogDir::hold_retention`]) from now on, until
+    /// segments are archived. [`run`](Self::run) does it too, but only once its
+    /// future is first polled: call this before the first append when the log
+    /// purges by itself.
+    pub fn hold(&self, log: &LogDir) {
+        let mut hold = self.hold.lock().unwrap_or_else(PoisonError::into_inner);
+        if hold.is_none() {
+            *hold = Some(log.hold_retention());
+        }
+    }
+
+    fn release_before(&self, segment: u64) {
+        if let Some(hold) = &*self.hold.lock().unwrap_or_else(PoisonError::into_inner) {
+            hold.release_before(segment);
+        }
+    }
+
+    /// Archives `log`'s sealed segments as they seal, until an error (a store
+    /// failure that outlasts the [`RetryPolicy`], a segment that does not read
+    /// back, a gap). Never returns `Ok` by itself: drop (cancel) the future to stop,
+    /// at any point (see the type's docs).
+    ///
+    /// # Errors
+    /// [`ArchiveError::Gap`] when the log no longer holds the next segment to
+    /// archive (purged before an archiver held it), [`ArchiveError::Manifest`]
+    /// when the prefix holds the archive of another log (another dialect, or
+    /// segments past the log's end), [`ArchiveError::TruncatedBehindArchive`] when
+    /// the log is truncated behind what is archived.
+    pub async fn run(&self, log: &LogDir) -> Result<(), ArchiveError> {
+        self.hold(log);
+        let mut manifest = self
+            .open_manifest(log.dialect(), log.start().segment)
+            .await?;
+        let mut end = log.durable_end();
+        let mut ticker = self.active_every.map(|every| {
+            let mut ticker = tokio::time::interval(every);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticker
+        });
+        loop {
+            end.borrow_and_update();
+            self.archive_sealed_of(log, &mut manifest).await?;
+            match &mut ticker {
+                Some(ticker) => {
+                    tokio::select! {
+                        _ = end.changed() => {}
+                        _ = ticker.tick() => self.upload_active(log, &mut manifest).await?,
+                    }
+                }
+                None => {
+                    let _ = end.changed().await;
+                }
+            }
+        }
+    }
+
+    /// Archives every segment of `log` sealed now, then returns the archive's end.
+    /// What [`run`](Self::run) does each time a segment seals; for a caller that
+    /// archives at moments of its own (before a planned shutdown, after a
+    /// [`rotate`](LogDir::rotate)).
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    pub async fn archive_sealed(&self, log: &LogDir) -> Result<LogPosition, ArchiveError> {
+        self.hold(log);
+        let mut manifest = self
+            .open_manifest(log.dialect(), log.start().segment)
+            .await?;
+        self.archive_sealed_of(log, &mut manifest).await?;
+        Ok(*self.archived.borrow())
+    }
+
+    /// Archives the sealed segments of the log directory at `dir` that the archive
+    /// does not hold yet (all its segments but the last, which a writer may still
+    /// be appending to), without opening it: no lock is taken, so a writer in
+    /// another process may be running. The command line's `push`.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run); [`ArchiveError::Io`] when `dir` cannot be read.
+    pub async fn push_dir(&self, dir: impl AsRef<FsPath>) -> Result<PushSummary, ArchiveError> {
+        let dir = dir.as_ref().to_path_buf();
+        let listed = {
+            let listing = dir.clone();
+            tokio::task::spawn_blocking(move || walcodec::LogDir::list(listing))
+                .await
+                .map_err(|e| ArchiveError::io(&dir, std::io::Error::other(e)))??
+        };
+        listed.check()?;
+        let dialect = match tokio::fs::read_to_string(dir.join("DIALECT")).await {
+            Ok(text) if text.trim() == "pebble" => Dialect::Pebble,
+            Ok(text) => {
+                return Err(ArchiveError::io(
+                    dir.join("DIALECT"),
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("unknown dialect {:?}", text.trim()),
+                    ),
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Dialect::LevelDb,
+            Err(e) => return Err(ArchiveError::io(dir.join("DIALECT"), e)),
+        };
+        let first = listed.segments.first().map_or(1, |s| s.number);
+        let mut manifest = self.open_manifest(dialect, first).await?;
+        let sealed: Vec<(u64, u64)> = match listed.segments.split_last() {
+            Some((_, sealed)) => sealed.iter().map(|s| (s.number, s.len)).collect(),
+            None => Vec::new(),
+        };
+        let before = manifest.segments.len();
+        self.archive_segments(&dir, &sealed, dialect, first, &mut manifest)
+            .await?;
+        let added = &manifest.segments[before..];
+        Ok(PushSummary {
+            segments: added.len() as u64,
+            bytes: added.iter().map(|s| s.size).sum(),
+            archived_end: manifest.archived_end(),
+        })
+    }
+
+    /// The archive's manifest, created (and stored) for a log of `dialect` whose
+    /// oldest segment is `first` when there is none yet.
+    async fn open_manifest(&self, dialect: Dialect, first: u64) -> Result<Manifest, ArchiveError> {
+        let manifest = match Manifest::load(&self.bucket).await? {
+            Some(manifest) => {
+                if (manifest.dialect() == Dialect::Pebble) != (dialect == Dialect::Pebble) {
+                    return Err(ArchiveError::Manifest {
+                        object: self.bucket.path(manifest::MANIFEST).to_string(),
+                        reason: format!(
+                            "the archive holds {} segments; the log is {}",
+                            manifest.dialect,
+                            manifest::dialect_name(dialect)
+                        ),
+                    });
+                }
+                manifest
+            }
+            None => {
+                let manifest = Manifest::new(dialect, first);
+                manifest.store(&self.bucket).await?;
+                manifest
+            }
+        };
+        self.release_before(manifest.next_segment());
+        self.publish(&manifest);
+        Ok(manifest)
+    }
+
+    fn publish(&self, manifest: &Manifest) {
+        let mut end = manifest.archived_end();
+        if let Some(active) = &manifest.active {
+            end = end.max(active.end());
+        }
+        self.archived.send_if_modified(|archived| {
+            let changed = *archived != end;
+            *archived = end;
+            changed
+        });
+    }
+
+    async fn archive_sealed_of(
+        &self,
+        log: &LogDir,
+        manifest: &mut Manifest,
+    ) -> Result<(), ArchiveError> {
+        let archived = manifest.archived_end();
+        let log_end = log.end();
+        if log_end < archived {
+            return Err(ArchiveError::TruncatedBehindArchive {
+                log_end,
+                archived_end: archived,
+            });
+        }
+        let mut segments = log.segments();
+        segments.pop(); // the active one
+        self.archive_segments(
+            log.path(),
+            &segments,
+            log.dialect(),
+            log.start().segment,
+            manifest,
+        )
+        .await
+    }
+
+    /// Archives those of `sealed` (segments of `dir`, oldest first, with their
+    /// lengths; `first` the oldest the directory keeps) the manifest does not list.
+    async fn archive_segments(
+        &self,
+        dir: &FsPath,
+        sealed: &[(u64, u64)],
+        dialect: Dialect,
+        first: u64,
+        manifest: &mut Manifest,
+    ) -> Result<(), ArchiveError> {
+        for &(number, len) in sealed {
+            let next = manifest.next_segment();
+            if number < next {
+                continue;
+            }
+            if number > next || first > next {
+                return Err(ArchiveError::Gap {
+                    segment: next,
+                    reason: format!(
+                        "the log directory {} no longer holds it (it starts at segment \
+                         {first}): it was purged before it was archived",
+                        dir.display()
+                    ),
+                });
+            }
+            let object = manifest::segment_object(number);
+            let path = dir.join(manifest::walcodec_segment_name(number));
+            let entry = self
+                .upload_file(&path, number, len, &object, dialect, true)
+                .await?;
+            manifest.segments.push(entry);
+            let superseded = manifest
+                .active
+                .filter(|active| active.number <= number)
+                .map(|active| active.number);
+            if superseded.is_some() {
+                manifest.active = None;
+            }
+            manifest.store(&self.bucket).await?;
+            if let Some(active) = superseded {
+                self.delete_quietly(&manifest::active_object(active)).await;
+            }
+            self.release_before(manifest.next_segment());
+            self.publish(manifest);
+        }
+        Ok(())
+    }
+
+    /// Uploads the active segment's durable prefix when it grew since the last.
+    async fn upload_active(
+        &self,
+        log: &LogDir,
+        manifest: &mut Manifest,
+    ) -> Result<(), ArchiveError> {
+        let end = log.end();
+        if end.offset == 0 || end.segment < manifest.next_segment() {
+            return Ok(());
+        }
+        if manifest.active.is_some_and(|active| active.end() >= end) {
+            return Ok(());
+        }
+        if end.segment != manifest.next_segment() {
+            // Sealed segments are still waiting: they go first.
+            return Ok(());
+        }
+        let object = manifest::active_object(end.segment);
+        let path = log
+            .path()
+            .join(manifest::walcodec_segment_name(end.segment));
+        let entry = self
+            .upload_file(
+                &path,
+                end.segment,
+                end.offset,
+                &object,
+                log.dialect(),
+                false,
+            )
+            .await?;
+        manifest.active = Some(entry);
+        manifest.store(&self.bucket).await?;
+        self.publish(manifest);
+        Ok(())
+    }
+
+    async fn delete_quietly(&self, object: &str) {
+        let path = self.bucket.path(object);
+        // Best effort: an object left over is never listed, so never read.
+        let _ = self
+            .bucket
+            .request(&format!("DELETE {path}"), self.bucket.store.delete(&path))
+            .await;
+    }
+
+    /// Uploads the first `len` bytes of segment file `path` to `object`, checks the
+    /// upload, and returns its manifest entry. Retried whole as the policy allows.
+    async fn upload_file(
+        &self,
+        path: &FsPath,
+        number: u64,
+        len: u64,
+        object: &str,
+        dialect: Dialect,
+        sealed: bool,
+    ) -> Result<SegmentEntry, ArchiveError> {
+        let location = &self.bucket.path(object);
+        self.bucket
+            .retry(|| async move {
+                let scanned = self
+                    .upload_once(path, number, len, location, dialect)
+                    .await?;
+                let scanned =
+                    scanned
+                        .finish(sealed)
+                        .map_err(|reason| ArchiveError::BadSegment {
+                            segment: number,
+                            reason,
+                        })?;
+                self.verify_upload(location, number, scanned.len, scanned.crc32c)
+                    .await?;
+                Ok(SegmentEntry {
+                    number,
+                    size: scanned.len,
+                    crc32c: scanned.crc32c,
+                    records_end: scanned.records_end,
+                    records: scanned.records,
+                    archived_at_ms: now_ms(),
+                })
+            })
+            .await
+    }
+
+    async fn upload_once(
+        &self,
+        path: &FsPath,
+        number: u64,
+        len: u64,
+        location: &Path,
+        dialect: Dialect,
+    ) -> Result<SegmentScan, ArchiveError> {
+        let mut file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| ArchiveError::io(path, e))?;
+        let mut scan = SegmentScan::new(number, dialect);
+        let part = self.part_bytes as u64;
+        if len <= part {
+            let bytes = read_chunk(&mut file, path, len).await?;
+            scan.feed(&bytes);
+            self.bucket
+                .request(
+                    &format!("PUT {location}"),
+                    self.bucket
+                        .store
+                        .put(location, PutPayload::from_bytes(bytes)),
+                )
+                .await?;
+            self.progressed(len);
+            return Ok(scan);
+        }
+        let upload = self
+            .bucket
+            .request(
+                &format!("multipart upload of {location}"),
+                self.bucket.store.put_multipart(location),
+            )
+            .await?;
+        let mut upload = WriteMultipart::new_with_chunk_size(upload, self.part_bytes);
+        let mut left = len;
+        let result: Result<(), ArchiveError> = async {
+            while left > 0 {
+                let want = left.min(part);
+                let bytes = read_chunk(&mut file, path, want).await?;
+                scan.feed(&bytes);
+                self.bucket
+                    .request(
+                        &format!("a part of {location}"),
+                        upload.wait_for_capacity(self.parts_in_flight),
+                    )
+                    .await?;
+                upload.put(bytes);
+                left -= want;
+                self.progressed(want);
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = result {
+            let _ = tokio::time::timeout(self.bucket.retry_timeout(), upload.abort()).await;
+            return Err(e);
+        }
+        self.bucket
+            .request(&format!("completing {location}"), upload.finish())
+            .await?;
+        Ok(scan)
+    }
+
+    fn progressed(&self, bytes: u64) {
+        if let Some(progress) = &self.progress {
+            progress(bytes);
+        }
+    }
+
+    async fn verify_upload(
+        &self,
+        location: &Path,
+        number: u64,
+        size: u64,
+        crc: u32,
+    ) -> Result<(), ArchiveError> {
+        let corrupt = |reason: String| ArchiveError::Corrupt {
+            object: location.to_string(),
+            segment: number,
+            reason,
+        };
+        if self.read_back {
+            let bytes = self.bucket.get_all(location).await?;
+            if bytes.len() as u64 != size {
+                return Err(ArchiveError::ShortRead {
+                    object: location.to_string(),
+                    expected: size,
+                    got: bytes.len() as u64,
+                });
+            }
+            if crc32c::crc32c(&bytes) != crc {
+                return Err(corrupt("read back with another CRC-32C".into()));
+            }
+            return Ok(());
+        }
+        let meta = self
+            .bucket
+            .request(
+                &format!("HEAD {location}"),
+                self.bucket.store.head(location),
+            )
+            .await?;
+        if meta.size != size {
+            // The upload failed on its way (a body cut short): upload it again.
+            return Err(ArchiveError::ShortRead {
+                object: location.to_string(),
+                expected: size,
+                got: meta.size,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Reads exactly `len` bytes of `file` (a segment: its length is known).
+async fn read_chunk(
+    file: &mut tokio::fs::File,
+    path: &FsPath,
+    len: u64,
+) -> Result<Bytes, ArchiveError> {
+    let len = usize::try_from(len).map_err(|_| {
+        ArchiveError::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "chunk too large"),
+        )
+    })?;
+    let mut buf = BytesMut::zeroed(len);
+    file.read_exact(&mut buf)
+        .await
+        .map_err(|e| ArchiveError::io(PathBuf::from(path), e))?;
+    Ok(buf.freeze())
+}

@@ -1,0 +1,179 @@
+//! Reading a segment's bytes as they stream past (to the store, from it): their
+//! CRC-32C, and their records through walcodec's decoder in the log's dialect, so
+//! every fragment's CRC is checked and every record boundary seen.
+
+use bytes::{Bytes, BytesMut};
+use tokio_util::codec::Decoder;
+use walcodec::{Dialect, LogDecoder};
+
+/// Where the records of a segment are, and whether its bytes hold together.
+pub(crate) struct SegmentScan {
+    pebble: bool,
+    crc: u32,
+    len: u64,
+    decoder: LogDecoder,
+    buf: BytesMut,
+    records: u64,
+    /// Record boundaries are reported up to here: the last record end at or
+    /// before it is [`Scanned::cut`].
+    cut_limit: u64,
+    cut: u64,
+    cut_records: u64,
+    failure: Option<String>,
+}
+
+/// What a whole segment (or prefix) held.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scanned {
+    pub(crate) len: u64,
+    pub(crate) crc32c: u32,
+    /// Where its records end (before a sealed Pebble segment's EOF trailer).
+    pub(crate) records_end: u64,
+    pub(crate) records: u64,
+    /// The last record end at or before the scan's limit (0 when none).
+    pub(crate) cut: u64,
+    /// The records up to `cut`.
+    pub(crate) cut_records: u64,
+}
+
+/// The decoder of segment `number` in `dialect` (LevelDB's and RocksDB's read
+/// alike in RocksDB's dialect, recyclable headers included).
+/// `start`: the first record returned is the first that starts at or after it
+/// (the bytes fed begin at its block's start).
+pub(crate) fn segment_decoder(number: u64, dialect: Dialect, start: u64) -> LogDecoder {
+    let dialect = if dialect == Dialect::Pebble {
+        Dialect::Pebble
+    } else {
+        Dialect::RocksDb
+    };
+    LogDecoder::builder()
+        .dialect(dialect)
+        .log_number(number)
+        .start_offset(start)
+        .build()
+}
+
+impl SegmentScan {
+    pub(crate) fn new(number: u64, dialect: Dialect) -> SegmentScan {
+        SegmentScan {
+            pebble: dialect == Dialect::Pebble,
+            crc: 0,
+            len: 0,
+            decoder: segment_decoder(number, dialect, 0),
+            buf: BytesMut::new(),
+            records: 0,
+            cut_limit: u64::MAX,
+            cut: 0,
+            cut_records: 0,
+            failure: None,
+        }
+    }
+
+    /// Also find the last record boundary at or before `limit`.
+    pub(crate) fn cut_at(mut self, limit: u64) -> SegmentScan {
+        self.cut_limit = limit;
+        self
+    }
+
+    /// The bytes taken so far.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The CRC-32C of the bytes taken so far.
+    pub(crate) fn crc(&self) -> u32 {
+        self.crc
+    }
+
+    /// Takes the next bytes of the segment. Damage is remembered and reported by
+    /// [`finish`](Self::finish); the CRC goes on.
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
+        self.crc = crc32c::crc32c_append(self.crc, chunk);
+        self.len += chunk.len() as u64;
+        if self.failure.is_some() {
+            return;
+        }
+        self.buf.extend_from_slice(chunk);
+        self.drain(false);
+    }
+
+    fn drain(&mut self, eof: bool) {
+        loop {
+            let next = if eof {
+                self.decoder.decode_eof(&mut self.buf)
+            } else {
+                self.decoder.decode(&mut self.buf)
+            };
+            match next {
+                Ok(Some(record)) => self.saw(&record),
+                Ok(None) => return,
+                Err(e) => {
+                    self.failure = Some(e.to_string());
+                    self.buf.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    fn saw(&mut self, _record: &Bytes) {
+        self.records += 1;
+        if let Some(position) = self.decoder.last_record() {
+            if position.end <= self.cut_limit {
+                self.cut = position.end;
+                self.cut_records = self.records;
+            }
+        }
+    }
+
+    /// The whole segment went past: as a sealed segment (`sealed`: a Pebble one
+    /// ends with its EOF trailer) or as the durable prefix of the active one.
+    pub(crate) fn finish(mut self, sealed: bool) -> Result<Scanned, String> {
+        if self.failure.is_none() {
+            self.drain(true);
+        }
+        if let Some(failure) = self.failure {
+            return Err(failure);
+        }
+        let decoder = &self.decoder;
+        if decoder.has_incomplete_tail() {
+            return Err(format!(
+                "a torn record at offset {} of {} bytes",
+                decoder.valid_prefix_len(),
+                self.len
+            ));
+        }
+        let records_end = if self.pebble && sealed {
+            let trailer_at = self.len.checked_sub(EOF_TRAILER_BYTES);
+            if !(decoder.has_eof_trailer() && decoder.recycled_end() == trailer_at) {
+                return Err(format!(
+                    "a sealed Pebble segment must end with its EOF trailer; its records \
+                     end at {} of {} bytes",
+                    decoder.valid_prefix_len(),
+                    self.len
+                ));
+            }
+            decoder.valid_prefix_len()
+        } else {
+            if let Some(end) = decoder.recycled_end() {
+                return Err(format!(
+                    "its records end at {end} of {} bytes (a recycled file's old bytes \
+                     or damage after them)",
+                    self.len
+                ));
+            }
+            self.len
+        };
+        Ok(Scanned {
+            len: self.len,
+            crc32c: self.crc,
+            records_end,
+            records: self.records,
+            cut: self.cut,
+            cut_records: self.cut_records,
+        })
+    }
+}
+
+/// Pebble's EOF trailer: a recyclable header of the next log number.
+const EOF_TRAILER_BYTES: u64 = 11;
