@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Flake hunt: runs the test suite N times in a row (default 20) while a parallel
+# I/O load (a `dd conv=fsync` loop writing 64 MiB at a time) competes for the disk,
+# and reports the failures per test. A test that fails here and not on a quiet
+# machine depends on timing: zero is the goal. Not part of CI (it takes hours for
+# the whole workspace); run it before a release, or on the modules you suspect:
+#
+#   scripts/flake-hunt.sh [N] [FILTER...]
+#
+# FILTER picks tests of the core crate's `all` binary (say `wake_interval::`
+# `logdir::`); with none, every test binary of the workspace runs (the README's
+# command). The binaries are built once, then run N times; each run's output goes
+# to target/flake-hunt/run-K.log.
+set -euo pipefail
+runs="${1:-20}"
+shift || true
+cd "$(dirname "$0")/.."
+out=target/flake-hunt
+mkdir -p "$out"
+rm -f "$out"/run-*.log
+
+features=cli,zstd,tracing,metrics
+if (($# > 0)); then
+    cargo test --release --features "$features" --test all --no-run
+    run() { cargo test --release --features "$features" --test all -- "$@"; }
+else
+    cargo test --release --workspace --features "$features" --no-run
+    run() { cargo test --release --workspace --features "$features" --no-fail-fast; }
+fi
+
+# The load: fsync'd writes on the disk the tests' temporary directories use.
+load_dir="$(mktemp -d "${TMPDIR:-/tmp}/flake-hunt-load.XXXXXX")"
+(
+    while true; do
+        dd if=/dev/zero of="$load_dir/load" bs=1M count=64 conv=fsync status=none
+    done
+) &
+load=$!
+trap 'kill "$load" 2>/dev/null; wait "$load" 2>/dev/null; rm -rf "$load_dir"' EXIT
+
+failed_runs=0
+for ((k = 1; k <= runs; k++)); do
+    log="$out/run-$k.log"
+    if run "$@" >"$log" 2>&1; then
+        echo "run $k/$runs: ok"
+    else
+        failed_runs=$((failed_runs + 1))
+        echo "run $k/$runs: FAILED ($(grep -c '\.\.\. FAILED$' "$log" || true) tests)"
+    fi
+done
+
+echo
+echo "failures per test over $runs runs (under a dd conv=fsync load):"
+grep -h '\.\.\. FAILED$' "$out"/run-*.log |
+    sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | sort | uniq -c | sort -rn || true
+echo "$failed_runs of $runs runs had a failure"
+((failed_runs == 0))
