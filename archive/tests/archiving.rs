@@ -94,14 +94,7 @@ async fn archives_while_appending(
     let archive = Archive::open(Arc::clone(&store), "logs/a".into())
         .await
         .unwrap();
-    assert_eq!(
-        archive.manifest().dialect(),
-        if dialect == Dialect::Pebble {
-            Dialect::Pebble
-        } else {
-            dialect
-        }
-    );
+    assert_eq!(archive.manifest().dialect(), dialect);
     assert_eq!(archive.manifest().start, 1);
 }
 

@@ -3,11 +3,9 @@
 
 use std::process::{Command, Output};
 
-use walcodec::{Dialect, LogPosition};
+use walcodec::Dialect;
 
-use crate::support::{
-    self, fill, open_log, read_all, Rng, S3Server, ACCESS_KEY, BUCKET, SECRET_KEY,
-};
+use crate::support::{fill, open_log, read_all, Rng, S3Server, ACCESS_KEY, BUCKET, SECRET_KEY};
 
 fn tool(store: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_walcodec-archive"));
@@ -98,7 +96,6 @@ async fn round_trip(store: &str, env: &[(&str, &str)], corrupt: Option<&std::pat
         );
         assert!(text(&refused).contains("000001.log"), "{}", text(&refused));
     }
-    let _ = LogPosition::START;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,5 +124,4 @@ fn a_bad_url_is_a_clear_error() {
     let out = tool("nosuch://x/y", &["ls"], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("object store URL"), "{}", text(&out));
-    let _ = support::DIALECTS;
 }

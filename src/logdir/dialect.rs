@@ -89,7 +89,7 @@ pub(crate) fn wrong_dialect(dir: &Path, pebble_found: bool) -> Error {
     }
 }
 
-impl crate::LogDir {
+impl super::LogDir {
     /// The dialect the log's segments are written in
     /// ([`LogDirOptions::dialect`](super::LogDirOptions::dialect)): what a copy of
     /// its segments needs to be read, or restored as a log directory, elsewhere.

@@ -13,7 +13,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::Inner;
-use crate::LogDir;
+use super::LogDir;
 
 /// Keeps the segments from [`held_from`](Self::held_from) on against every purge
 /// of a [`LogDir`] until its holder [`release_before`](Self::release_before)s
