@@ -7,7 +7,7 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use walcodec::{LogEncoder, BLOCK_SIZE};
@@ -731,10 +731,9 @@ fn tail_follow_prints_records_as_they_are_completed() {
         file.flush().unwrap();
         std::thread::sleep(Duration::from_millis(2));
     }
-    let started = Instant::now();
+    // Printed at all: `recv_timeout` fails the test if it is not within the deadline.
     let line = lines.recv_timeout(deadline).unwrap();
     assert_eq!(line, format!("{} 3 6e6577", encoder.offset() - 10));
-    assert!(started.elapsed() < deadline);
     child.kill().unwrap();
     child.wait().unwrap();
 }
