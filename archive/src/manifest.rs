@@ -126,8 +126,7 @@ impl Manifest {
         if !matches!(self.dialect.as_str(), "leveldb" | "rocksdb" | "pebble") {
             return Err(bad(format!("unknown dialect {:?}", self.dialect)));
         }
-        let mut expected = self.deleted_before;
-        for segment in &self.segments {
+        for (expected, segment) in (self.deleted_before..).zip(&self.segments) {
             if segment.number != expected {
                 return Err(ArchiveError::Gap {
                     segment: expected,
@@ -140,7 +139,6 @@ impl Manifest {
                     segment.number, segment.records_end, segment.size
                 )));
             }
-            expected += 1;
         }
         Ok(())
     }
