@@ -423,10 +423,20 @@ impl Replica {
                             "the primary sealed a segment where no record of the replica ends",
                         ));
                     }
+                    // The next segment must be one a log directory can hold and go
+                    // on from: a seal of the second-to-last number is refused.
+                    let next = match self.segment.checked_add(1) {
+                        Some(next) if next != u64::MAX => next,
+                        _ => {
+                            return Err(wire::protocol(
+                                "the primary sealed a segment with no next number",
+                            ))
+                        }
+                    };
                     if let Some(mut current) = stream.take() {
                         self.make_durable(&mut current).await?;
                     }
-                    self.next_segment(self.segment + 1).await?;
+                    self.next_segment(next).await?;
                 }
             }
         }
@@ -508,7 +518,7 @@ impl Replica {
             .await?;
             self.first = segment;
             self.next_segment(segment).await?;
-        } else if segment == self.segment + 1 && offset == 0 {
+        } else if Some(segment) == self.segment.checked_add(1) && offset == 0 {
             // The replica has all of its last segment, which the primary purged:
             // it resolved the replica's end to the start of the next one.
             self.next_segment(segment).await?;
@@ -577,8 +587,11 @@ impl Replica {
             // Between records only a block's zero trailer may sit; the decoder skips
             // it unread, so it is checked here, or a flipped byte there would be
             // copied.
-            let gap = (end - self.len) as usize..(record.start - self.len) as usize;
-            if record.start < end || stream.pending[gap].iter().any(|&b| b != 0) {
+            if record.start < end
+                || stream.pending[(end - self.len) as usize..(record.start - self.len) as usize]
+                    .iter()
+                    .any(|&b| b != 0)
+            {
                 return Err(wire::protocol(
                     "bytes between records that are not a zero trailer",
                 ));
@@ -620,11 +633,28 @@ impl Replica {
 
     /// Ends replication and opens the directory as a [`LogDir`] to take over
     /// appending (after a failover): appends go on after the last record copied.
+    ///
+    /// The log is opened with the default [`LogDirOptions`], not the primary's:
+    /// to keep its segment size, retention, replica limits and writer settings,
+    /// use [`promote_with`](Self::promote_with):
+    ///
+    /// ```no_run
+    /// # async fn failover(replica: walcodec::Replica) -> Result<(), walcodec::Error> {
+    /// use walcodec::LogDir;
+    ///
+    /// let options = LogDir::builder().max_segment_bytes(16 << 20).clone();
+    /// let log = replica.promote_with(&options).await?;
+    /// log.append("the first record of the new primary").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn promote(self) -> Result<LogDir, Error> {
         self.promote_with(&LogDirOptions::new()).await
     }
 
-    /// [`promote`](Self::promote) with `options` for the `LogDir`.
+    /// [`promote`](Self::promote) with `options` for the `LogDir`: give it the
+    /// primary's options, so the new primary rotates, retains and syncs as the
+    /// old one did.
     pub async fn promote_with(mut self, options: &LogDirOptions) -> Result<LogDir, Error> {
         // Nothing of a dropped sync may land after the new primary's appends.
         self.settle().await?;
