@@ -638,10 +638,14 @@ impl Replica {
     /// to keep its segment size, retention, replica limits and writer settings,
     /// use [`promote_with`](Self::promote_with):
     ///
-    /// ```no_run
-    /// # async fn failover(replica: walcodec::Replica) -> Result<(), walcodec::Error> {
-    /// use walcodec::LogDir;
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use walcodec::{LogDir, Replica};
     ///
+    /// let replica = Replica::open(dir.path()).await?;
+    /// // The primary's options.
     /// let options = LogDir::builder().max_segment_bytes(16 << 20).clone();
     /// let log = replica.promote_with(&options).await?;
     /// log.append("the first record of the new primary").await?;
