@@ -107,6 +107,8 @@ mod recordio;
 mod recovery_modes;
 #[path = "repair.rs"]
 mod repair;
+#[path = "replica_cancel.rs"]
+mod replica_cancel;
 #[path = "replica_crash.rs"]
 mod replica_crash;
 #[path = "replica_power_cut.rs"]

@@ -431,3 +431,43 @@ async fn an_idle_primary_keeps_a_replica_with_a_short_timeout_connected() {
     replica.close().await.unwrap();
     assert_eq!(records_of(r.path()).await, vec![record(1), record(2)]);
 }
+
+#[tokio::test]
+async fn a_slow_replica_stops_pinning_at_the_default_limit() {
+    // No `replica_retain_bytes`: the default, 16 segments' worth, still bounds what
+    // a replica that stays connected but takes nothing more can pin.
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = LogDir::builder()
+        .max_segment_bytes(SEGMENT)
+        .retain_bytes(RETAIN)
+        .replica_timeout(PATIENT)
+        .open(p.path())
+        .await
+        .unwrap();
+    for i in 0..10 {
+        log.append(record(i)).await.unwrap();
+    }
+    let default_limit = 16 * SEGMENT;
+    let (served, synced, replica) = slow_replica(&log, r.path(), 10..260, |log| async move {
+        assert!(
+            log.start().segment > 1,
+            "the stalled replica pinned everything"
+        );
+        let held = disk_bytes(&log);
+        assert!(
+            held <= RETAIN + default_limit + SEGMENT,
+            "{held} bytes kept"
+        );
+    })
+    .await;
+    assert!(
+        matches!(served, Err(Error::ReplicaTooFarBehind { .. })),
+        "{served:?}"
+    );
+    assert!(
+        matches!(synced, Err(Error::ReplicaTooFarBehind { .. })),
+        "{synced:?}"
+    );
+    replica.close().await.unwrap();
+    log.close().await.unwrap();
+}

@@ -742,3 +742,32 @@ async fn a_segment_numbered_0_or_the_last_number_is_refused_and_the_replica_kept
         assert_eq!(listed.len(), 1, "{number}: {listed:?}");
     }
 }
+
+#[tokio::test]
+async fn a_seal_of_the_second_to_last_segment_number_is_refused() {
+    // A primary that seals segment u64::MAX - 1 would leave the replica a segment
+    // numbered u64::MAX, with no next one (a debug build overflowed on the next
+    // segment message).
+    let r = tempfile::tempdir().unwrap();
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    let mut body = segment_message(u64::MAX - 1, 0);
+    body.push(b'E');
+    body.extend_from_slice(&0u64.to_le_bytes());
+    body.extend(segment_message(5, 0));
+    let result = from_fake_primary(&mut replica, REPLICATION_PROTOCOL_VERSION, body).await;
+    assert!(
+        matches!(result, Err(Error::ReplicaProtocol { .. })),
+        "{result:?}"
+    );
+    replica.close().await.unwrap();
+    let listed = LogDir::list(r.path()).unwrap().segments;
+    assert!(listed.iter().all(|s| s.number != u64::MAX), "{listed:?}");
+    // Still a replica, still a log directory.
+    Replica::open(r.path())
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    LogDir::open(r.path()).await.unwrap().close().await.unwrap();
+}

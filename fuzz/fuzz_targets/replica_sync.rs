@@ -6,6 +6,11 @@
 //! The first byte picks the mode:
 //! - 0: the input is the whole stream, hello included;
 //! - 1: a valid hello, then the input;
+//! - 4: a valid hello, then messages built from the input (a tag byte, then each
+//!   number picked from the edges of its range: 0, 1, a block's end, a segment
+//!   number with no next one, u64::MAX, or raw bytes; data of whole records or
+//!   garbage): every number a hostile primary can send lands on a bound. No
+//!   segment numbered u64::MAX may ever appear;
 //! - 2, 3: a stream built from the input, as a primary sends it: records (byte,
 //!   shift pairs: sizes) split into segments 1 and 2, shipped in data messages of a
 //!   size from the input, then damaged (offset, xor triples; a lone byte cuts). A
@@ -201,7 +206,10 @@ fn structured(dir: &Path, input: &[u8]) {
             continue;
         };
         assert!(log.starts_with(bytes), "segment {number} is no prefix");
-        assert!(ends.contains(&(bytes.len() as u64)), "segment {number} ends mid-record");
+        assert!(
+            ends.contains(&(bytes.len() as u64)),
+            "segment {number} ends mid-record"
+        );
     }
     if !damaged {
         let whole: Vec<(u64, Vec<u8>)> = [1u64, 2]
@@ -210,6 +218,88 @@ fn structured(dir: &Path, input: &[u8]) {
             .collect();
         assert_eq!(copied, whole, "an undamaged stream was not copied whole");
     }
+}
+
+/// A number for a message field: the next input byte picks one of the edges, or
+/// takes the next 8 bytes as is.
+fn number(input: &mut &[u8]) -> u64 {
+    const EDGES: [u64; 10] = [
+        0,
+        1,
+        2,
+        5,
+        32_767,
+        32_768,
+        1 << 40,
+        u64::MAX - 2,
+        u64::MAX - 1,
+        u64::MAX,
+    ];
+    let Some((&pick, rest)) = input.split_first() else {
+        return 0;
+    };
+    *input = rest;
+    match EDGES.get(usize::from(pick)) {
+        Some(&edge) => edge,
+        None if input.len() >= 8 => {
+            let (raw, rest) = input.split_at(8);
+            *input = rest;
+            u64::from_le_bytes(raw.try_into().unwrap())
+        }
+        None => u64::from(pick),
+    }
+}
+
+fn edges(dir: &Path, mut input: &[u8]) {
+    let mut m = hello();
+    let mut records = 0;
+    while let Some((&op, rest)) = input.split_first() {
+        input = rest;
+        match op % 6 {
+            0 => {
+                let (s, o) = (number(&mut input), number(&mut input));
+                segment(&mut m, s, o);
+            }
+            1 => {
+                // Whole records, as a segment's start holds them.
+                let mut encoder = LogEncoder::with_offset(0);
+                let mut buf = BytesMut::new();
+                let n = usize::from(input.first().copied().unwrap_or(1) % 4) + 1;
+                for _ in 0..n {
+                    let len = (records * 131) % 3000;
+                    encoder.encode_record(&pattern()[..len], &mut buf);
+                    records += 1;
+                }
+                data(&mut m, &buf, 1 << 20);
+            }
+            2 => {
+                let len = usize::from(input.first().copied().unwrap_or(0)) * 37 + 1;
+                data(&mut m, &pattern()[..len.min(pattern().len())], 1 << 20);
+            }
+            3 => sealed(&mut m, number(&mut input)),
+            4 => m.push(b'H'),
+            _ => {
+                m.push(b'X');
+                m.push(input.first().copied().unwrap_or(0) % 4);
+                for _ in 0..4 {
+                    m.extend_from_slice(&number(&mut input).to_le_bytes());
+                }
+            }
+        }
+    }
+    runtime().block_on(async {
+        let mut replica = Replica::open(dir).await.unwrap();
+        let _ = sync(&mut replica, &m).await;
+        let end = replica.end();
+        assert_ne!(end.segment, u64::MAX);
+        replica.close().await.unwrap();
+    });
+    let copied = check_clean(dir);
+    assert!(copied.iter().all(|(number, _)| *number != u64::MAX));
+    // Still a log directory.
+    runtime().block_on(async {
+        LogDir::open(dir).await.unwrap().close().await.unwrap();
+    });
 }
 
 fuzz_target!(|input: &[u8]| {
@@ -223,9 +313,9 @@ fuzz_target!(|input: &[u8]| {
     };
     let root = root.unwrap();
     let dir = root.path().join("replica");
-    match mode % 4 {
+    match mode % 5 {
         0 | 1 => {
-            let stream = if mode % 4 == 0 {
+            let stream = if mode % 5 == 0 {
                 rest.to_vec()
             } else {
                 [hello(), rest.to_vec()].concat()
@@ -240,6 +330,7 @@ fuzz_target!(|input: &[u8]| {
                 assert_eq!((last.0, last.1.len() as u64), (end.segment, end.offset));
             });
         }
+        4 => edges(&dir, rest),
         _ => structured(&dir, rest),
     }
 });

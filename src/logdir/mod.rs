@@ -190,7 +190,15 @@ impl LogDirOptions {
     }
 
     /// Keep at most `bytes` of segments for connected replicas beyond what purges
-    /// leave (default: no limit), so a slow or stalled replica cannot fill the disk.
+    /// leave, so a slow or stalled replica cannot fill the disk. The default is
+    /// 16 segments' worth (16 × [`max_segment_bytes`](Self::max_segment_bytes),
+    /// 1 GiB with the default 64 MiB segments): a limit that grows with the
+    /// segments the log is configured for, enough for a replica that restarts or
+    /// rides out a network blip to catch up, and small beside the disk of a
+    /// machine that holds 64 MiB segments; a replica that stays connected but
+    /// takes bytes slower than the log grows (within its timeout, so never cut off
+    /// for stalling) would otherwise pin every segment from its position on,
+    /// forever. `u64::MAX` keeps every segment a replica needs (no limit).
     ///
     /// A replica served by [`LogDir::serve_replica`] pins the segment it is being
     /// sent and every later one against purges ([`purge_before`](LogDir::purge_before),
@@ -675,16 +683,26 @@ fn unpin_in(pins: &mut BTreeMap<u64, usize>, segment: u64) {
     }
 }
 
+/// The default [`LogDirOptions::replica_retain_bytes`], in segments.
+const DEFAULT_REPLICA_RETAIN_SEGMENTS: u64 = 16;
+
+impl LogDirOptions {
+    /// The bytes of segments kept for connected replicas beyond what purges leave.
+    fn replica_retain_limit(&self) -> u64 {
+        self.replica_retain_bytes.unwrap_or(
+            self.max_segment_bytes
+                .saturating_mul(DEFAULT_REPLICA_RETAIN_SEGMENTS),
+        )
+    }
+}
+
 /// The first of a purge's `victims` (sealed segments, oldest first, with their
 /// lengths) to keep for the replicas pinning from `pinned` on: those it would delete
 /// from `pinned` on, but for the oldest while they hold more than `limit` bytes
 /// together. Every victim before the segment returned is deleted.
-fn replica_keep_from(victims: &[(u64, u64)], pinned: Option<u64>, limit: Option<u64>) -> u64 {
+fn replica_keep_from(victims: &[(u64, u64)], pinned: Option<u64>, limit: u64) -> u64 {
     let Some(pinned) = pinned else {
         return u64::MAX;
-    };
-    let Some(limit) = limit else {
-        return pinned;
     };
     let held: Vec<(u64, u64)> = victims
         .iter()
@@ -1087,7 +1105,7 @@ impl LogDir {
             let keep_from = replica_keep_from(
                 &victims,
                 catalog.replica_pins.keys().next().copied(),
-                self.inner.options.replica_retain_bytes,
+                self.inner.options.replica_retain_limit(),
             );
             victims.retain(|&(segment, _)| segment < keep_from);
             let victims: Vec<u64> = victims.into_iter().map(|(segment, _)| segment).collect();
