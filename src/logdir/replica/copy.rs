@@ -619,7 +619,10 @@ impl Replica {
     }
 
     /// Ends replication and opens the directory as a [`LogDir`] to take over
-    /// appending (after a failover): appends go on after the last record copied.
+    /// appending (after a failover): appends go on after the last record copied,
+    /// in a new epoch of the log's [`history`](LogDir::history) that starts at the
+    /// replica's end, durable before this returns. Opens with the default
+    /// options: [`promote_with`](Self::promote_with) gives the primary's own.
     pub async fn promote(self) -> Result<LogDir, Error> {
         self.promote_with(&LogDirOptions::new()).await
     }
@@ -630,7 +633,9 @@ impl Replica {
         self.settle().await?;
         let dir = self.dir.clone();
         self.lock.take();
-        options.open(dir).await
+        let log = options.open(dir).await?;
+        log.begin_epoch().await?;
+        Ok(log)
     }
 }
 
