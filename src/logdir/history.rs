@@ -298,14 +298,16 @@ impl HistoryFile {
     }
 
     fn decode(text: &str) -> io::Result<HistoryFile> {
+        // Exactly as written: one newline after the checksum, nothing else.
+        let text = text
+            .strip_suffix('\n')
+            .ok_or_else(|| invalid("no checksum line".into()))?;
         let body_len = text
-            .trim_end_matches('\n')
             .rfind('\n')
             .map(|i| i + 1)
             .ok_or_else(|| invalid("no checksum line".into()))?;
         let (body, last) = text.split_at(body_len);
         let crc = last
-            .trim_end()
             .strip_prefix("crc ")
             .filter(|hex| hex.len() == 8)
             .and_then(|hex| u32::from_str_radix(hex, 16).ok())
