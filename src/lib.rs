@@ -114,8 +114,9 @@ pub use framed::{FRAMED_READ_CAPACITY, FRAMED_WRITE_BUFFER};
 /// The version of the replication protocol (see [`Replica`]).
 pub use logdir::PROTOCOL_VERSION as REPLICATION_PROTOCOL_VERSION;
 pub use logdir::{
-    DirReader, DirRecord, LogDir, LogDirOptions, LogPosition, ParsePositionError, Replica,
-    RetentionHold, SegmentInfo, SegmentList, ShipStats, DEFAULT_MAX_SEGMENT_BYTES,
+    DirReader, DirRecord, Epoch, History, LogDir, LogDirOptions, LogId, LogPosition,
+    ParsePositionError, Replica, RetentionHold, SegmentInfo, SegmentList, ShipStats,
+    DEFAULT_MAX_SEGMENT_BYTES,
     DEFAULT_WAKE_INTERVAL,
 };
 pub use reader::{

@@ -71,6 +71,8 @@ mod faults;
 mod fragment_layer;
 #[path = "leader_writes.rs"]
 mod leader_writes;
+#[path = "log_history.rs"]
+mod log_history;
 #[path = "logdir.rs"]
 mod logdir;
 #[path = "logdir_append_batch.rs"]

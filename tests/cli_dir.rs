@@ -182,6 +182,25 @@ async fn stat_prints_each_segment_and_a_directory_summary() {
         )),
         "{summary}"
     );
+    let (id, history) = LogDir::read_history(dir.path()).unwrap().unwrap();
+    let epoch = history.epochs[0];
+    assert!(
+        summary.contains(&format!(
+            "log id: {id}\nepochs: 1\n  epoch 1 ({:016x}) from {}\nresult: clean\n",
+            epoch.id, epoch.start
+        )),
+        "{summary}"
+    );
+    let json = run(&["stat", "--format", "json", path_str(dir.path())]);
+    let last: serde_json::Value =
+        serde_json::from_str(stdout(&json).lines().last().unwrap()).unwrap();
+    assert_eq!(last["log_id"], id.to_string());
+    assert_eq!(last["epochs"][0]["number"], 1);
+    assert_eq!(last["epochs"][0]["start"], epoch.start.to_string());
+    // A directory without a HISTORY file (made by an older version).
+    std::fs::remove_file(dir.path().join("HISTORY")).unwrap();
+    let stat = run(&["stat", path_str(dir.path())]);
+    assert!(stdout(&stat).contains("log id: none (no HISTORY file)\n"));
 }
 
 #[tokio::test]

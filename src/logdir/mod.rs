@@ -4,6 +4,7 @@
 mod dialect;
 mod fs;
 mod hold;
+mod history;
 mod listing;
 mod lock;
 mod position;
@@ -26,6 +27,7 @@ use tokio::sync::{watch, RwLock, RwLockReadGuard};
 
 pub use fs::{DirStorage, OsDirStorage};
 pub use hold::RetentionHold;
+pub use history::{Epoch, History, LogId};
 pub use listing::{SegmentInfo, SegmentList};
 pub use position::{LogPosition, ParsePositionError};
 pub use reader::{DirReader, DirRecord};
@@ -418,6 +420,34 @@ impl LogDirOptions {
         observe::within(observe::open_span(&dir), self.open_at(dir.clone())).await
     }
 
+    /// The directory's history as its writer keeps it, durable: a new log's (or
+    /// an older directory's, made before logs had one) with a new id and one epoch
+    /// at the start of its oldest segment; the epochs that start past the end (a
+    /// replica's copy of its primary's, which it did not reach) dropped.
+    async fn own_history(
+        &self,
+        dir: &Path,
+        found: Option<history::HistoryFile>,
+        first: u64,
+        end: LogPosition,
+    ) -> Result<history::HistoryFile, Error> {
+        let (mut file, mut changed) = match found {
+            Some(file) => (file, false),
+            None => (history::HistoryFile::new(LogPosition::new(first, 0)), true),
+        };
+        changed |= file.history.trim_after(end);
+        if file.history.epochs.is_empty() {
+            file.history.begin(LogPosition::new(first, 0));
+            changed = true;
+        }
+        if changed {
+            let (dir, storage, write) =
+                (dir.to_path_buf(), Arc::clone(&self.storage), file.clone());
+            blocking(move || history::write(&dir, &write, &*storage)).await?;
+        }
+        Ok(file)
+    }
+
     async fn open_at(&self, dir: PathBuf) -> Result<LogDir, Error> {
         let lock = lock::create_and_lock(&dir, &self.storage).await?;
         let recovered = observe::within(
@@ -459,6 +489,9 @@ impl LogDirOptions {
             .copied()
             .unwrap_or(recovered.active);
         let end = LogPosition::new(recovered.active, recovered.active_len);
+        let history = self
+            .own_history(&dir, recovered.history, first, end)
+            .await?;
         Ok(LogDir {
             inner: Arc::new(Inner {
                 dir,
@@ -472,6 +505,7 @@ impl LogDirOptions {
                     pins: BTreeMap::new(),
                     replica_pins: BTreeMap::new(),
                     truncations: Vec::new(),
+                    history,
                     purged_through: recovered.purged_through,
                     pool: recovered.pool,
                 }),
@@ -544,8 +578,14 @@ impl LogDirOptions {
 ///
 /// `Ok` means on disk: the record is covered by an `fdatasync`, the segment's
 /// directory entry by a directory sync, a purge's deletions by a directory sync. A
-/// truncation that crosses segments first writes a durable `TRUNCATE` marker, which
+/// truncation is first decided by a durable `HISTORY` file that names it, which
 /// `open` finishes, so a crash leaves the log before or after it, never in between.
+///
+/// # Identity and history
+///
+/// Every log has a [`log_id`](Self::log_id) and a [`history`](Self::history) of
+/// epochs, kept in its `HISTORY` file (see [`History`]), so that another log, or
+/// a fork of this one, can be told from a copy.
 #[derive(Clone)]
 pub struct LogDir {
     inner: Arc<Inner>,
@@ -637,6 +677,8 @@ pub(crate) struct Catalog {
     pub(crate) replica_pins: BTreeMap<u64, usize>,
     /// Every truncation so far, for readers to check their position against.
     pub(crate) truncations: Vec<LogPosition>,
+    /// The log's id and history, as its `HISTORY` file holds them.
+    pub(crate) history: history::HistoryFile,
     /// The end of the last segment purged: positions from there to the start of
     /// `first` hold no record, so reading from them starts at `first`.
     pub(crate) purged_through: LogPosition,
@@ -820,6 +862,19 @@ impl LogDir {
     /// `PURGED` file is unreadable.
     pub fn list(path: impl AsRef<Path>) -> Result<SegmentList, Error> {
         listing::list(path.as_ref())
+    }
+
+    /// Reads the id and history of the log directory at `path` (see
+    /// [`log_id`](Self::log_id), [`history`](Self::history)) without opening it:
+    /// `None` for a directory without a `HISTORY` file (made by an older version
+    /// and not opened by its writer since, or a replica that never synced). Takes
+    /// no lock and changes nothing; a truncation a crash interrupted shows its new
+    /// epoch. Blocking, as [`list`](Self::list).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be read, or is damaged (its checksum).
+    pub fn read_history(path: impl AsRef<Path>) -> Result<Option<(LogId, History)>, Error> {
+        Ok(history::read(path.as_ref())?.map(|file| (file.log_id, file.history)))
     }
 
     /// Configures a log directory: see [`LogDirOptions`].
@@ -1287,9 +1342,12 @@ impl LogDir {
     /// start of a kept segment); later appends continue from there. Segments after
     /// `pos.segment` are deleted and `pos.segment` becomes the active one again.
     ///
+    /// When it removes records, a new epoch starts at `pos`
+    /// ([`history`](Self::history)), durable before this returns.
+    ///
     /// A crash in the middle leaves the log as it was or as truncated, never a mix:
-    /// a truncation across segments is decided by a durable marker file that
-    /// [`open`](Self::open) finishes. Readers of this log that had read past `pos`
+    /// the truncation and its epoch are decided together by one durable
+    /// replacement of the `HISTORY` file, which [`open`](Self::open) finishes. Readers of this log that had read past `pos`
     /// fail with [`Error::TruncatedUnderReader`].
     ///
     /// # Errors
@@ -1329,12 +1387,18 @@ impl LogDir {
         active.writer = None;
         let dir = self.inner.dir.clone();
         let storage = Arc::clone(&self.inner.options.storage);
-        let across = pos.segment < active.segment;
+        // The new epoch and the cut are decided together, by one durable
+        // replacement of `HISTORY` (which `open` finishes after a crash), before
+        // anything is cut: never the cut without the epoch that tells replicas.
+        let mut history = self.inner.catalog().history.clone();
+        history.history.begin(pos);
+        let mut deciding = history.clone();
+        deciding.truncate = Some(pos);
+        let decided = history.clone();
         let reopened = blocking(move || {
-            if across {
-                recovery::write_truncation_marker(&dir, pos, &*storage)?;
-            }
+            history::write(&dir, &deciding, &*storage)?;
             recovery::apply_truncation(&dir, pos, &*storage)?;
+            history::write(&dir, &history, &*storage)?;
             let mut file = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -1361,6 +1425,7 @@ impl LogDir {
             catalog.ends.retain(|&segment, _| segment < pos.segment);
             catalog.active = pos.segment;
             catalog.truncations.push(pos);
+            catalog.history = decided;
         }
         self.inner.end.send_replace(pos);
         Ok(())
@@ -1409,6 +1474,59 @@ impl LogDir {
     /// Where the log ends now (durably).
     pub fn end(&self) -> LogPosition {
         *self.inner.end.borrow()
+    }
+
+    /// The log's identity: made at random when the log was created, kept in its
+    /// directory (`HISTORY`).
+    pub fn log_id(&self) -> LogId {
+        self.inner.catalog().history.log_id
+    }
+
+    /// The log's epochs, oldest first: one at its creation, one more at each
+    /// [`promote`](crate::Replica::promote) that made this copy the primary and at
+    /// each [`truncate_after`](Self::truncate_after) that removed records. See
+    /// [`History`].
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// use walcodec::LogDir;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let log = LogDir::open(dir.path()).await?;
+    /// let kept = log.append("kept").await?;
+    /// log.append("removed").await?;
+    /// assert_eq!(log.history().epochs.len(), 1);
+    /// log.truncate_after(kept).await?;
+    /// let history = log.history();
+    /// assert_eq!(history.epochs.len(), 2);
+    /// assert_eq!(history.current().unwrap().start, kept);
+    /// # log.close().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn history(&self) -> History {
+        self.inner.catalog().history.history.clone()
+    }
+
+    /// Starts a new epoch at the log's end, durably, before any later append:
+    /// this copy of the log takes over as the primary.
+    pub(crate) async fn begin_epoch(&self) -> Result<Epoch, Error> {
+        // Held exclusively: no append lands before the epoch is durable.
+        let active = self.inner.active.write().await;
+        active.writer()?;
+        let end = *self.inner.end.borrow();
+        let mut file = self.inner.catalog().history.clone();
+        let epoch = file.history.begin(end);
+        let (dir, storage, write) = (
+            self.inner.dir.clone(),
+            Arc::clone(&self.inner.options.storage),
+            file.clone(),
+        );
+        blocking(move || history::write(&dir, &write, &*storage)).await?;
+        self.inner.catalog().history = file;
+        drop(active);
+        Ok(epoch)
     }
 
     /// The start of the oldest segment kept.

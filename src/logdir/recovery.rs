@@ -22,14 +22,16 @@ use tokio::io::AsyncSeekExt;
 
 use super::dialect;
 use super::fs::{blocking, DirStorage};
+use super::history::{self, HistoryFile};
 use super::position::LogPosition;
 use super::recycle::{self, Written};
 use super::segment::{list_segments, segment_path};
 use crate::repair::{recover_file, scan_file_as};
 use crate::{Error, LogFormat, DEFAULT_MAX_RECORD_BYTES};
 
-/// The marker of a truncation in progress: holds the position to truncate after.
-/// Once it is durable the truncation is decided; `open` finishes it.
+/// The marker of a truncation in progress, as older versions wrote it: holds the
+/// position to truncate after; `open` finishes it. (Truncations are now decided
+/// by the `HISTORY` file.)
 pub(crate) const TRUNCATE_FILE: &str = "TRUNCATE";
 const TRUNCATE_TMP: &str = "TRUNCATE.tmp";
 /// The end of the last segment purged, so a checkpoint at that end still reads from
@@ -56,6 +58,9 @@ pub(crate) struct Recovered {
     pub(crate) active_format: Option<LogFormat>,
     /// Purged files kept for reuse, by their old numbers, oldest first.
     pub(crate) pool: Vec<u64>,
+    /// Its `HISTORY` (`None` for a directory without one), any truncation it
+    /// decided done.
+    pub(crate) history: Option<HistoryFile>,
 }
 
 /// Recovers the log directory `dir` (whose lock the caller holds).
@@ -75,6 +80,7 @@ pub(crate) async fn recover(
     pebble: bool,
 ) -> Result<Recovered, Error> {
     finish_truncation(dir, fs).await?;
+    let history = finish_history(dir, fs).await?;
     let purged_through = read_purged(dir).await?;
     let segments = finish_purge(dir, purged_through, fs).await?;
     let pool = trim_pool(dir, fs, recycle).await?;
@@ -96,6 +102,7 @@ pub(crate) async fn recover(
                 purged_through,
                 active_format: None,
                 pool,
+                history,
             });
         }
     };
@@ -178,6 +185,7 @@ pub(crate) async fn recover(
         purged_through,
         active_format,
         pool,
+        history,
     })
 }
 
@@ -392,17 +400,6 @@ pub(crate) async fn create_segment(
     Ok(file)
 }
 
-/// Records durably that the log is to be cut after `position`: from the moment the
-/// marker's rename is durable, the truncation happens even across a crash.
-pub(crate) fn write_truncation_marker(
-    dir: &Path,
-    position: LogPosition,
-    fs: &dyn DirStorage,
-) -> io::Result<()> {
-    write_position_file(dir, TRUNCATE_FILE, position, fs)?;
-    fs.sync_dir(dir)
-}
-
 /// Replaces `dir/name` with a file holding `position`, atomically (a synced
 /// temporary file renamed over it). The rename is durable after the next sync of
 /// `dir`.
@@ -444,7 +441,13 @@ pub(crate) fn apply_truncation(
         }
     }
     let path = segment_path(dir, position.segment);
-    match std::fs::OpenOptions::new().write(true).open(&path) {
+    // Readable too: a storage seam's sync may read what it syncs (the power-cut
+    // simulator records the file's bytes then).
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+    {
         Ok(file) => {
             if file.metadata()?.len() > position.offset {
                 file.set_len(position.offset)?;
@@ -461,6 +464,28 @@ pub(crate) fn apply_truncation(
         Err(e) => return Err(e),
     }
     fs.sync_dir(dir)
+}
+
+/// Reads `dir`'s `HISTORY`, and finishes the truncation it decided when a crash
+/// interrupted it: the cut, then the file without its `truncate` line.
+async fn finish_history(
+    dir: &Path,
+    fs: &Arc<dyn DirStorage>,
+) -> Result<Option<HistoryFile>, Error> {
+    let dir: PathBuf = dir.to_path_buf();
+    let fs = Arc::clone(fs);
+    let file = blocking(move || {
+        let Some(mut file) = history::read(&dir)? else {
+            return Ok(None);
+        };
+        if let Some(cut) = file.truncate.take() {
+            apply_truncation(&dir, cut, &*fs)?;
+            history::write(&dir, &file, &*fs)?;
+        }
+        Ok(Some(file))
+    })
+    .await?;
+    Ok(file)
 }
 
 /// Finishes a truncation a crash interrupted; drops a marker that never became one.

@@ -5,7 +5,7 @@
 //! | command      | on a directory                                                     |
 //! |--------------|--------------------------------------------------------------------|
 //! | `verify`     | each segment as `verify FILE` does (`--dialect auto`: a recycled segment reads in RocksDB's dialect, a Pebble one in Pebble's, its number from its name) under a `== 000007.log` header, then a directory summary |
-//! | `stat`       | each segment as `stat FILE` does, under the same headers, then the summary |
+//! | `stat`       | each segment as `stat FILE` does, under the same headers, then the summary with the log's id and epochs (its `HISTORY` file; `log id: none` without one) |
 //! | `dump`       | every record in order, positions as `000007:1234` (a [`LogPosition`]); `--from POSITION` starts there |
 //! | `cat`        | every payload in order; `--from POSITION` too                      |
 //! | `tail [-f]`  | the last N records; with `-f`, then follows across rotations       |
@@ -17,7 +17,9 @@
 //! segment's torn tail gives 3). With `--format json`, stdout holds JSON lines:
 //! each segment's object as `verify FILE --format json` prints it, then one
 //! summary object (`directory`, `segments`, `first_segment`, `last_segment`,
-//! `bytes`, `holes`, `badly_sealed`, `result`, `exit_code`).
+//! `bytes`, `holes`, `badly_sealed`, with `stat` `log_id` (null without a
+//! `HISTORY` file) and `epochs` (`[{number, id, start}]`), then `result`,
+//! `exit_code`).
 //!
 //! Reading records (`dump`, `cat`, `tail`) goes through [`DirReader`], which stops
 //! at the first damage, hole or badly sealed segment: that is reported on stderr
@@ -241,6 +243,12 @@ fn judge(command: &str, sub: &ArgMatches, path: &Path, limits: Limits) -> Result
     }
     let first = listed.segments.first().map_or(0, |s| s.number);
     let hole_names: Vec<String> = holes.iter().map(hole_name).collect();
+    // `stat` only: the log's identity and history (`verify` judges bytes).
+    let history = if command == "stat" {
+        Some(LogDir::read_history(path).map_err(|e| Failure::log(path, e))?)
+    } else {
+        None
+    };
     let mut out = stdout();
     match format {
         SummaryFormat::Text => {
@@ -255,6 +263,21 @@ fn judge(command: &str, sub: &ArgMatches, path: &Path, limits: Limits) -> Result
             writeln!(out, "bytes: {}", listed.total_bytes())?;
             writeln!(out, "holes: {}", list_or_none(&hole_names))?;
             writeln!(out, "badly sealed: {}", list_or_none(&badly_sealed))?;
+            match &history {
+                Some(Some((id, history))) => {
+                    writeln!(out, "log id: {id}")?;
+                    writeln!(out, "epochs: {}", history.epochs.len())?;
+                    for epoch in &history.epochs {
+                        writeln!(
+                            out,
+                            "  epoch {} ({:016x}) from {}",
+                            epoch.number, epoch.id, epoch.start
+                        )?;
+                    }
+                }
+                Some(None) => writeln!(out, "log id: none (no HISTORY file)")?,
+                None => {}
+            }
             writeln!(out, "result: {}", result_text(worst))?;
         }
         SummaryFormat::Json => {
@@ -271,7 +294,30 @@ fn judge(command: &str, sub: &ArgMatches, path: &Path, limits: Limits) -> Result
                 .number("last_segment", last)
                 .number("bytes", listed.total_bytes())
                 .strings("holes", &hole_names)
-                .strings("badly_sealed", &badly_sealed)
+                .strings("badly_sealed", &badly_sealed);
+            if let Some(history) = &history {
+                let (id, epochs) = match history {
+                    Some((id, history)) => (Some(id.to_string()), history.epochs.as_slice()),
+                    None => (None, &[][..]),
+                };
+                let epochs = epochs
+                    .iter()
+                    .map(|epoch| {
+                        let mut object = JsonObject::new();
+                        object
+                            .number("number", epoch.number)
+                            .string("id", &format!("{:016x}", epoch.id))
+                            .string("start", &epoch.start.to_string());
+                        object
+                    })
+                    .collect();
+                match id {
+                    Some(id) => object.string("log_id", &id),
+                    None => object.null("log_id"),
+                };
+                object.objects("epochs", epochs);
+            }
+            object
                 .string("result", result)
                 .number("exit_code", u64::from(worst.code()));
             writeln!(out, "{}", object.finish())?;

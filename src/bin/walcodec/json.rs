@@ -32,6 +32,10 @@ impl JsonObject {
         self.field(name, value.into())
     }
 
+    pub(crate) fn null(&mut self, name: &str) -> &mut Self {
+        self.field(name, Value::Null)
+    }
+
     pub(crate) fn string(&mut self, name: &str, value: &str) -> &mut Self {
         self.field(name, value.into())
     }

@@ -632,7 +632,9 @@ impl Replica {
     }
 
     /// Ends replication and opens the directory as a [`LogDir`] to take over
-    /// appending (after a failover): appends go on after the last record copied.
+    /// appending (after a failover): appends go on after the last record copied,
+    /// in a new epoch of the log's [`history`](LogDir::history) that starts at the
+    /// replica's end, durable before this returns.
     ///
     /// The log is opened with the default [`LogDirOptions`], not the primary's:
     /// to keep its segment size, retention, replica limits and writer settings,
@@ -664,7 +666,9 @@ impl Replica {
         self.settle().await?;
         let dir = self.dir.clone();
         self.lock.take();
-        options.open(dir).await
+        let log = options.open(dir).await?;
+        log.begin_epoch().await?;
+        Ok(log)
     }
 }
 
