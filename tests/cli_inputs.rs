@@ -279,6 +279,8 @@ fn random_bytes_are_judged_with_findings_printed_as_found() {
     assert!(text.ends_with("result: corrupt\n"), "{text}");
     let json_output = run(&[
         "verify",
+        "--dialect",
+        "leveldb",
         "--format",
         "json",
         "--max-input-bytes",
