@@ -412,11 +412,9 @@ impl<T: ?Sized> LogEncoder<T> {
         (self.offset % BLOCK_SIZE as u64) as usize
     }
 
-    /// How many bytes encoding a record of `len` bytes would add right now.
-    ///
-    /// Exact for an uncompressed format. For a compressed one the size depends on
-    /// the bytes: this is an upper bound, from zstd's bound on its output.
-    pub fn encoded_len(&self, len: usize) -> usize {
+    /// How many bytes encoding a record of `len` bytes would add right now
+    /// ([`LogEncoder::encoded_len`], for an encoder of any item type).
+    pub(crate) fn len_to_encode(&self, len: usize) -> usize {
         let header_size = self.format.header_size();
         let mut block_offset = self.block_offset();
         let mut total = 0;
@@ -472,7 +470,7 @@ impl<T: ?Sized> LogEncoder<T> {
     }
 
     fn encode_fragments(&mut self, record: &[u8], dst: &mut BytesMut) -> Position {
-        dst.reserve(self.encoded_len(record.len()));
+        dst.reserve(self.len_to_encode(record.len()));
         let mut left = record;
         let mut begins = true;
         let mut start = self.offset;
@@ -514,7 +512,7 @@ impl<T: ?Sized> LogEncoder<T> {
             return self.encode_compressed(record, dst);
         }
         let header_size = self.format.header_size();
-        dst.reserve(self.encoded_len(record.len()));
+        dst.reserve(self.len_to_encode(record.len()));
         let mut left = record;
         let mut begins = true;
         let mut start = self.offset;
@@ -600,6 +598,24 @@ impl<T: ?Sized> LogEncoder<T> {
 // The metadata records, like `encode_record`, are written without a sink: on
 // `LogEncoder` (slices) alone, so that `LogEncoder::new()` needs no annotation.
 impl LogEncoder {
+    /// How many bytes encoding a record of `len` bytes would add right now.
+    ///
+    /// Exact for an uncompressed format. For a compressed one the size depends on
+    /// the bytes: this is an upper bound, from zstd's bound on its output.
+    ///
+    /// On `LogEncoder` (slices) alone, so that `LogEncoder::new().encoded_len(n)`
+    /// needs no annotation; an encoder of owned items asks through
+    /// [`with_items`](LogEncoder::with_items): `encoder.clone().with_items::<[u8]>()`.
+    ///
+    /// ```
+    /// use walcodec::LogEncoder;
+    ///
+    /// assert_eq!(LogEncoder::new().encoded_len(100), 107);
+    /// ```
+    pub fn encoded_len(&self, len: usize) -> usize {
+        self.len_to_encode(len)
+    }
+
     /// Appends RocksDB's user-defined timestamp-size record (type 10, or 11 with a
     /// recyclable header): the timestamp sizes of column families that records after
     /// it use. Returns where it sits; it is not a logical record.

@@ -29,6 +29,23 @@ pub enum Error {
         kind: CorruptionKind,
     },
 
+    /// The input of a [`LogDecoder`](crate::LogDecoder) reading a stream (the
+    /// default, [`LogInput::Stream`](crate::LogInput::Stream)) ended inside a record:
+    /// a header or payload cut short, or a fragmented record without its LAST
+    /// fragment. The sender stopped, or the connection broke, mid-record: the record
+    /// is lost, so the stream ends with this error rather than cleanly (as
+    /// tokio-util's own codecs do with "bytes remaining on stream"). A decoder of a
+    /// file ([`LogInput::File`](crate::LogInput::File)) takes the same bytes as a
+    /// torn tail instead: see [`Recovery`](crate::Recovery).
+    #[error("stream ended inside a record at offset {offset} ({bytes} bytes remaining on stream)")]
+    IncompleteRecord {
+        /// Log offset where the incomplete record (or the cut header) begins: the
+        /// end of the last complete record, where a sender should resume.
+        offset: u64,
+        /// Bytes of the incomplete record that arrived.
+        bytes: u64,
+    },
+
     /// A record grew past the decoder's `max_record_bytes`.
     #[error("record at offset {offset} is larger than the limit ({size} > {max} bytes)")]
     RecordTooLarge {

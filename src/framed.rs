@@ -49,9 +49,31 @@ impl LogDecoder {
 /// The backpressure boundary of [`LogEncoder::framed_write`]: 1 MiB, 32 blocks.
 pub const FRAMED_WRITE_BUFFER: usize = 32 * BLOCK_SIZE;
 
-impl LogEncoder {
+impl<T: ?Sized> LogEncoder<T> {
     /// A [`FramedWrite`] of `io` with a new encoder that writes its buffer out once
     /// it holds [`FRAMED_WRITE_BUFFER`] bytes (rather than 8 KiB).
+    ///
+    /// The sink's item type is inferred from its use, as for
+    /// [`LogEncoder::new`]: slices, or the [`Bytes`](bytes::Bytes) a decoder's
+    /// stream yields, so a relay is one line:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), walcodec::Error> {
+    /// # let mut log = bytes::BytesMut::new();
+    /// # walcodec::LogEncoder::new().encode_record(b"one", &mut log);
+    /// # let src = &log[..];
+    /// # let mut dst = Vec::new();
+    /// use futures::StreamExt;
+    /// use walcodec::{LogDecoder, LogEncoder};
+    ///
+    /// LogDecoder::framed_read(src)
+    ///     .forward(LogEncoder::framed_write(&mut dst))
+    ///     .await?;
+    /// # assert_eq!(dst, &log[..]);
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// Add records with `feed` and end with `flush` or `close`: `send` flushes
     /// after every record, one write per record.
@@ -76,7 +98,7 @@ impl LogEncoder {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn framed_write<W: AsyncWrite>(io: W) -> FramedWrite<W, LogEncoder> {
+    pub fn framed_write<W: AsyncWrite>(io: W) -> FramedWrite<W, LogEncoder<T>> {
         let mut sink = FramedWrite::new(io, LogEncoder::new());
         sink.set_backpressure_boundary(FRAMED_WRITE_BUFFER);
         sink

@@ -87,7 +87,7 @@ mod framed;
 mod logdir;
 pub mod metadata;
 mod names;
-mod observe;
+pub mod observe;
 mod open;
 pub mod physical;
 mod read_at;
@@ -103,7 +103,7 @@ mod zeros;
 
 pub use codec::LogCodec;
 pub use decoder::{
-    DecodeStats, LogDecoder, LogDecoderBuilder, ParseRecoveryError, Recovery,
+    DecodeStats, LogDecoder, LogDecoderBuilder, LogInput, ParseRecoveryError, Recovery,
     DEFAULT_MAX_RECORD_BYTES,
 };
 pub use encoder::{LogEncoder, LogEncoderBuilder, LogFormat};

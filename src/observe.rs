@@ -12,9 +12,9 @@
 //!
 //! | level | message | fields |
 //! |---|---|---|
-//! | WARN | `torn tail cut` | `path`, `offset` (the log's new length), `bytes` (cut), `incomplete` |
-//! | DEBUG | `zero fill cut` | `path`, `offset`, `bytes` (preallocated space after the last record) |
-//! | WARN | `damaged log bytes skipped` | `offset`, `bytes`, `kind`, `reason`, `recovery` (tolerant modes only) |
+//! | WARN | `torn tail cut` | `log`, `path`, `offset` (the log's new length), `bytes` (cut), `incomplete` |
+//! | DEBUG | `zero fill cut` | `log`, `path`, `offset`, `bytes` (preallocated space after the last record) |
+//! | WARN | `damaged log bytes skipped` | `log`, `file`, `offset`, `bytes`, `kind`, `reason`, `recovery` (tolerant modes only) |
 //! | ERROR | `log writer poisoned` | `log`, `durable_len`, `error` |
 //! | WARN | `slow log sync` | `log`, `seconds`, `threshold_seconds`, `records`, `bytes` |
 //! | INFO | `log opened` | `path`, `len` |
@@ -29,10 +29,19 @@
 //! and [`LogDir`](crate::LogDir)'s open, and `walcodec.recover` (`path`) around a log
 //! directory's recovery.
 //!
-//! Metrics, each labelled `log` with the writer's or directory's name
+//! In `damaged log bytes skipped`, `log` is the decoder's
+//! [`LogDecoderBuilder::name`](crate::LogDecoderBuilder::name) and `file` the path a
+//! [`LogReader::open`](crate::LogReader::open) (or its siblings) read, empty for a
+//! decoder of a stream.
+//!
+//! Metrics, each labelled `log` with the writer's, directory's or decoder's name
 //! ([`WriterOptions::name`](crate::WriterOptions::name),
-//! [`LogDirOptions::name`](crate::LogDirOptions::name)); the handles are registered
-//! when the writer or directory opens, so install the recorder before:
+//! [`LogDirOptions::name`](crate::LogDirOptions::name),
+//! [`LogDecoderBuilder::name`](crate::LogDecoderBuilder::name)); the handles are
+//! registered when the writer or directory opens, so install the recorder before.
+//! Every metric has a description and a unit (Prometheus' `HELP` and `UNIT`),
+//! given to the recorder each time a writer, a directory or a damage report first
+//! uses its metrics, or all at once by [`describe_metrics`]:
 //!
 //! | metric | kind | what |
 //! |---|---|---|
@@ -45,6 +54,12 @@
 //! | `walcodec_queued_bytes` | gauge | encoded bytes queued behind the last batch |
 //! | `walcodec_segments` | gauge | segments in the directory (at open, rotation, purge) |
 //! | `walcodec_dir_bytes` | gauge | bytes of those segments (at open, rotation, purge) |
+//! | `walcodec_torn_tails_cut_total` | counter | torn tails cut when a log or a directory's last segment was opened |
+//! | `walcodec_torn_tail_bytes_cut_total` | counter | bytes of those torn tails |
+//! | `walcodec_corruptions_skipped_total` | counter | pieces of damage a decoder in a tolerant mode skipped |
+//! | `walcodec_damaged_bytes_skipped_total` | counter | bytes of those pieces |
+//! | `walcodec_purged_segments_total` | counter | segments purged, by a retention rule or on demand |
+//! | `walcodec_retention_purged_segments_total` | counter | segments of those that a retention rule purged |
 
 use std::future::Future;
 use std::io;
@@ -52,6 +67,137 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::{Corruption, LogPosition, Recovery, TailScan};
+
+/// What kind of metric a name is.
+#[cfg(feature = "metrics")]
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Every metric the crate emits: name, kind, unit, description. The one list
+/// [`describe_metrics`] describes from.
+#[cfg(feature = "metrics")]
+const METRICS: &[(&str, Kind, metrics::Unit, &str)] = {
+    use metrics::Unit::{Bytes, Count, Seconds};
+    use Kind::{Counter, Gauge, Histogram};
+    &[
+        (
+            "walcodec_appends_total",
+            Counter,
+            Count,
+            "Records appended to the log.",
+        ),
+        (
+            "walcodec_appended_bytes_total",
+            Counter,
+            Bytes,
+            "Bytes written to the log, headers and block trailers included.",
+        ),
+        (
+            "walcodec_syncs_total",
+            Counter,
+            Count,
+            "Syncs of the log file completed.",
+        ),
+        (
+            "walcodec_rotations_total",
+            Counter,
+            Count,
+            "Segments of the log directory sealed by rotation.",
+        ),
+        (
+            "walcodec_sync_seconds",
+            Histogram,
+            Seconds,
+            "Latency of each sync of the log file.",
+        ),
+        (
+            "walcodec_batch_records",
+            Histogram,
+            Count,
+            "Records per batch written.",
+        ),
+        (
+            "walcodec_queued_bytes",
+            Gauge,
+            Bytes,
+            "Encoded bytes queued behind the batch last written.",
+        ),
+        (
+            "walcodec_segments",
+            Gauge,
+            Count,
+            "Segments in the log directory.",
+        ),
+        (
+            "walcodec_dir_bytes",
+            Gauge,
+            Bytes,
+            "Bytes of the log directory's segments.",
+        ),
+        (
+            "walcodec_torn_tails_cut_total",
+            Counter,
+            Count,
+            "Torn tails (records a writer died writing) cut when a log was opened.",
+        ),
+        (
+            "walcodec_torn_tail_bytes_cut_total",
+            Counter,
+            Bytes,
+            "Bytes of the torn tails cut when a log was opened.",
+        ),
+        (
+            "walcodec_corruptions_skipped_total",
+            Counter,
+            Count,
+            "Pieces of damage a decoder in a tolerant recovery mode skipped.",
+        ),
+        (
+            "walcodec_damaged_bytes_skipped_total",
+            Counter,
+            Bytes,
+            "Bytes of damage a decoder in a tolerant recovery mode skipped.",
+        ),
+        (
+            "walcodec_purged_segments_total",
+            Counter,
+            Count,
+            "Segments purged from the log directory, by retention or on demand.",
+        ),
+        (
+            "walcodec_retention_purged_segments_total",
+            Counter,
+            Count,
+            "Segments purged from the log directory by its retention rules.",
+        ),
+    ]
+};
+
+/// Gives the installed `metrics` recorder the description and unit of every
+/// metric the crate emits (see the [module docs](self)), so that an exporter
+/// shows them (Prometheus' `HELP` and `UNIT` lines). Writers, log directories and
+/// damage reports describe their metrics themselves when they first use them;
+/// call this after installing a recorder to have every description at once, say
+/// before anything was opened. Does nothing without the `metrics` feature, or
+/// without a recorder. Cheap and idempotent: call it any number of times.
+///
+/// ```
+/// walcodec::observe::describe_metrics();
+/// ```
+pub fn describe_metrics() {
+    #[cfg(feature = "metrics")]
+    for &(name, kind, unit, help) in METRICS {
+        match kind {
+            Kind::Counter => metrics::describe_counter!(name, unit, help),
+            Kind::Gauge => metrics::describe_gauge!(name, unit, help),
+            Kind::Histogram => metrics::describe_histogram!(name, unit, help),
+        }
+    }
+}
 
 /// What a writer reports: built once when it starts, used once per batch.
 pub(crate) struct WriterObserver {
@@ -78,6 +224,7 @@ impl WriterObserver {
     /// that take `slow_sync` or longer.
     #[allow(unused_variables)]
     pub(crate) fn new(name: &str, slow_sync: Duration) -> WriterObserver {
+        describe_metrics();
         WriterObserver {
             #[cfg(feature = "tracing")]
             name: name.into(),
@@ -159,15 +306,25 @@ impl WriterObserver {
     }
 }
 
-/// A log file's tail was scanned on open: says what was cut, if anything.
+/// The tail of the log file at `path` (of the writer or directory named `log`)
+/// was scanned on open: says what was cut, if anything.
 #[allow(unused_variables)]
-pub(crate) fn tail_cut(path: &Path, scan: &TailScan) {
+pub(crate) fn tail_cut(log: &str, path: &Path, scan: &TailScan) {
+    #[cfg(feature = "metrics")]
+    if scan.needs_repair() && scan.incomplete_tail {
+        describe_metrics();
+        let bytes = scan.file_len.saturating_sub(scan.valid_len);
+        metrics::counter!("walcodec_torn_tails_cut_total", "log" => log.to_string()).increment(1);
+        metrics::counter!("walcodec_torn_tail_bytes_cut_total", "log" => log.to_string())
+            .increment(bytes);
+    }
     #[cfg(feature = "tracing")]
     if scan.needs_repair() {
         let bytes = scan.file_len - scan.valid_len;
         if scan.incomplete_tail {
             tracing::warn!(
                 target: "walcodec",
+                log,
                 path = %path.display(),
                 offset = scan.valid_len,
                 bytes,
@@ -177,6 +334,7 @@ pub(crate) fn tail_cut(path: &Path, scan: &TailScan) {
         } else {
             tracing::debug!(
                 target: "walcodec",
+                log,
                 path = %path.display(),
                 offset = scan.valid_len,
                 bytes,
@@ -186,13 +344,24 @@ pub(crate) fn tail_cut(path: &Path, scan: &TailScan) {
     }
 }
 
-/// A decoder in a tolerant mode dropped a damaged piece of its log.
+/// A decoder in a tolerant mode dropped a damaged piece of its log: the decoder
+/// named `log`, reading `file` (when it reads a file it knows).
 #[inline]
 #[allow(unused_variables)]
-pub(crate) fn damage(corruption: &Corruption, recovery: Recovery) {
+pub(crate) fn damage(corruption: &Corruption, recovery: Recovery, log: &str, file: Option<&Path>) {
+    #[cfg(feature = "metrics")]
+    {
+        describe_metrics();
+        metrics::counter!("walcodec_corruptions_skipped_total", "log" => log.to_string())
+            .increment(1);
+        metrics::counter!("walcodec_damaged_bytes_skipped_total", "log" => log.to_string())
+            .increment(corruption.bytes());
+    }
     #[cfg(feature = "tracing")]
     tracing::warn!(
         target: "walcodec",
+        log,
+        file = %file.map_or(std::borrow::Cow::Borrowed(""), |f| f.to_string_lossy()),
         offset = corruption.offset(),
         bytes = corruption.bytes(),
         kind = ?corruption.kind(),
@@ -254,6 +423,10 @@ pub(crate) struct DirObserver {
     #[cfg(feature = "metrics")]
     rotations: metrics::Counter,
     #[cfg(feature = "metrics")]
+    purged: metrics::Counter,
+    #[cfg(feature = "metrics")]
+    retention_purged: metrics::Counter,
+    #[cfg(feature = "metrics")]
     segments: metrics::Gauge,
     #[cfg(feature = "metrics")]
     dir_bytes: metrics::Gauge,
@@ -269,11 +442,22 @@ impl DirObserver {
     /// The observer of the directory named `name` (the `log` label).
     #[allow(unused_variables)]
     pub(crate) fn new(name: &str) -> DirObserver {
+        describe_metrics();
         DirObserver {
             #[cfg(feature = "tracing")]
             name: name.into(),
             #[cfg(feature = "metrics")]
             rotations: metrics::counter!("walcodec_rotations_total", "log" => name.to_string()),
+            #[cfg(feature = "metrics")]
+            purged: metrics::counter!(
+                "walcodec_purged_segments_total",
+                "log" => name.to_string()
+            ),
+            #[cfg(feature = "metrics")]
+            retention_purged: metrics::counter!(
+                "walcodec_retention_purged_segments_total",
+                "log" => name.to_string()
+            ),
             #[cfg(feature = "metrics")]
             segments: metrics::gauge!("walcodec_segments", "log" => name.to_string()),
             #[cfg(feature = "metrics")]
@@ -324,6 +508,8 @@ impl DirObserver {
     /// `segments` were purged (by a retention rule or on demand).
     #[allow(unused_variables)]
     pub(crate) fn purged(&self, segments: &[u64]) {
+        #[cfg(feature = "metrics")]
+        self.purged.increment(segments.len() as u64);
         #[cfg(feature = "tracing")]
         if let (Some(first), Some(last)) = (segments.first(), segments.last()) {
             tracing::info!(
@@ -345,6 +531,8 @@ impl DirObserver {
         retain_bytes: Option<u64>,
         retain_age: Option<Duration>,
     ) {
+        #[cfg(feature = "metrics")]
+        self.retention_purged.increment(segments.len() as u64);
         #[cfg(feature = "tracing")]
         if !segments.is_empty() {
             tracing::info!(

@@ -928,6 +928,7 @@ mod tests {
         use tokio_util::codec::Decoder;
         let mut decoder = crate::LogDecoder::builder()
             .recovery(crate::Recovery::SkipCorrupted)
+            .input(crate::LogInput::File)
             .build();
         let mut buffer = BytesMut::from(log);
         while let Some(_record) = decoder.decode_eof(&mut buffer).unwrap() {}

@@ -324,7 +324,9 @@ async fn scan_to_damage(
     file.seek(SeekFrom::Start(0)).await?;
     let file_len = file.metadata().await?.len();
     let mut decoder = LogDecoder::builder();
-    decoder.max_record_bytes(max_record_bytes);
+    decoder
+        .max_record_bytes(max_record_bytes)
+        .input(crate::decoder::LogInput::File);
     if format.dialect() != Dialect::LevelDb {
         decoder
             .dialect(format.dialect())

@@ -50,6 +50,9 @@ mod cli;
 #[path = "cli_dir.rs"]
 mod cli_dir;
 #[cfg(feature = "cli")]
+#[path = "cli_edges.rs"]
+mod cli_edges;
+#[cfg(feature = "cli")]
 #[path = "cli_inputs.rs"]
 mod cli_inputs;
 #[cfg(feature = "cli")]
@@ -130,6 +133,8 @@ mod short_reads;
 mod splits;
 #[path = "start_offset.rs"]
 mod start_offset;
+#[path = "stream_end.rs"]
+mod stream_end;
 #[path = "streaming.rs"]
 mod streaming;
 #[cfg(feature = "cli")]

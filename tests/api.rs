@@ -201,3 +201,36 @@ async fn the_writer_takes_a_record_limit() {
     );
     assert_eq!(writer.close().await.unwrap(), 1007);
 }
+
+/// A relay written as the issue wrote it: the sink takes the `Bytes` the stream
+/// yields, with no names.
+#[tokio::test]
+async fn framed_write_takes_what_framed_read_yields() {
+    let mut log = BytesMut::new();
+    let mut encoder = LogEncoder::new();
+    for record in [&b"one"[..], &[2u8; 50_000], b"three"] {
+        encoder.encode_record(record, &mut log);
+    }
+    let src = &log[..];
+    let mut dst = Vec::new();
+    {
+        use futures::StreamExt;
+        LogDecoder::framed_read(src)
+            .forward(LogEncoder::framed_write(&mut dst))
+            .await
+            .unwrap();
+    }
+    assert_eq!(dst, &log[..]);
+}
+
+/// `encoded_len` on a new encoder needs no annotation.
+#[test]
+fn encoded_len_needs_no_annotation() {
+    let n = 100;
+    assert_eq!(LogEncoder::new().encoded_len(n), n + 7);
+    let mut log = BytesMut::new();
+    let mut encoder = LogEncoder::with_offset(32_760);
+    let expected = encoder.encoded_len(n);
+    encoder.encode_record(&[0; 100], &mut log);
+    assert_eq!(log.len(), expected);
+}

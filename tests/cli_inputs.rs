@@ -244,8 +244,11 @@ fn a_character_device_is_read_only_up_to_max_input_bytes() {
 fn random_bytes_are_judged_with_findings_printed_as_found() {
     // Findings reach stdout while the read goes on: nothing is held to the end.
     let mut child = Command::new(BIN)
+        // Random bytes are not a log: read as LevelDB's all the same, as damage.
         .args([
             "verify",
+            "--dialect",
+            "leveldb",
             "--max-input-bytes",
             "1000000000000",
             "/dev/urandom",
@@ -262,13 +265,22 @@ fn random_bytes_are_judged_with_findings_printed_as_found() {
     child.wait().unwrap();
 
     let limit = (16 << 20).to_string();
-    let output = run(&["verify", "--max-input-bytes", &limit, "/dev/urandom"]);
+    let output = run(&[
+        "verify",
+        "--dialect",
+        "leveldb",
+        "--max-input-bytes",
+        &limit,
+        "/dev/urandom",
+    ]);
     assert_eq!(code(&output), 1);
     let text = stdout(&output);
     assert!(text.lines().filter(|l| l.starts_with("offset ")).count() > 100);
     assert!(text.ends_with("result: corrupt\n"), "{text}");
     let json_output = run(&[
         "verify",
+        "--dialect",
+        "leveldb",
         "--format",
         "json",
         "--max-input-bytes",

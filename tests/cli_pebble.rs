@@ -157,11 +157,29 @@ fn dump_decodes_pebbles_batch_kinds() {
 #[test]
 fn auto_says_when_it_cannot_decide() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("garbage.log");
-    fs::write(&path, vec![0x5a; BLOCK_SIZE / 2]).unwrap();
+    // A log whose first fragment is damaged, with intact blocks after it.
+    let path = dir.path().join("damaged-start.log");
+    let mut log = bytes::BytesMut::new();
+    let mut encoder = walcodec::LogEncoder::new();
+    for _ in 0..40 {
+        encoder.encode_record(&[7; 1000], &mut log);
+    }
+    log[0] ^= 0xff;
+    fs::write(&path, &log).unwrap();
     let verify = run(&["verify", path_str(&path)]);
     assert!(
         stderr(&verify).contains("cannot tell the log's dialect"),
+        "{}",
+        stderr(&verify)
+    );
+    assert_eq!(code(&verify), 1, "{}", stderr(&verify));
+    // Bytes in which nothing looks like a log are not one.
+    let path = dir.path().join("garbage.log");
+    fs::write(&path, vec![0x5a; BLOCK_SIZE / 2]).unwrap();
+    let verify = run(&["verify", path_str(&path)]);
+    assert_eq!(code(&verify), 2);
+    assert!(
+        stderr(&verify).starts_with(&format!("walcodec: {}: not a log", path_str(&path))),
         "{}",
         stderr(&verify)
     );

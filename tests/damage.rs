@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::Decoder;
 use walcodec::format::Position;
-use walcodec::{Error, LogDecoder, LogEncoder, Recovery, BLOCK_SIZE, HEADER_SIZE};
+use walcodec::{Error, LogDecoder, LogEncoder, LogInput, Recovery, BLOCK_SIZE, HEADER_SIZE};
 
 const MODES: [Recovery; 4] = [
     Recovery::TolerateTail,
@@ -80,8 +80,10 @@ struct Outcome {
 fn decode(bytes: &[u8], recovery: Recovery) -> Outcome {
     let reports = Arc::new(Mutex::new(0usize));
     let sink = reports.clone();
+    // A damaged file: a record its end cuts is a torn tail.
     let mut decoder = LogDecoder::builder()
         .recovery(recovery)
+        .input(LogInput::File)
         .on_corruption(move |_| *sink.lock().unwrap() += 1)
         .build();
     let mut src = BytesMut::from(bytes);

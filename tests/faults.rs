@@ -775,7 +775,10 @@ async fn a_full_disk_gives_its_error_to_the_appends_of_the_failed_batch() {
             }
         }
         // Every task saw the failure, so the failed batch was taken back already.
-        let mut decoder = walcodec::LogDecoder::new();
+        // The file's bytes: a torn tail is the end of the log.
+        let mut decoder = walcodec::LogDecoder::builder()
+            .input(walcodec::LogInput::File)
+            .build();
         let mut buf = BytesMut::from(&file.lock().unwrap()[..]);
         let mut in_file = std::collections::HashSet::new();
         while let Some(record) = decoder.decode_eof(&mut buf).unwrap() {

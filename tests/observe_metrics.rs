@@ -152,3 +152,182 @@ async fn a_log_directory_counts_rotations_segments_and_bytes() {
     assert_eq!(m.gauge("walcodec_dir_bytes"), end.offset as f64);
     log.close().await.unwrap();
 }
+
+/// All metrics since the last snapshot, whatever their labels: name, unit,
+/// description.
+fn described() -> Vec<(String, Option<metrics::Unit>, Option<String>)> {
+    snapshotter()
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, unit, description, _)| {
+            (
+                key.key().name().to_string(),
+                unit,
+                description.map(|d| d.to_string()),
+            )
+        })
+        .collect()
+}
+
+/// Damage a decoder skips is counted under the decoder's name; a torn tail a
+/// writer cuts on open, under the writer's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damage_skipped_and_torn_tails_cut_are_counted_by_log() {
+    let _serial = SERIAL.lock().await;
+    snapshotter();
+    let dir = tempfile::tempdir().unwrap();
+
+    // One damaged record between two good ones, read in SkipCorrupted.
+    let mut log = bytes::BytesMut::new();
+    let mut encoder = walcodec::LogEncoder::new();
+    encoder.encode_record(b"good", &mut log);
+    let damaged = encoder.encode_record(b"damaged", &mut log);
+    log[damaged.start as usize + 8] ^= 0xff;
+    let path = dir.path().join("damaged.log");
+    std::fs::write(&path, &log).unwrap();
+    let mut builder = walcodec::LogDecoder::builder();
+    builder
+        .recovery(walcodec::Recovery::SkipCorrupted)
+        .name("metrics-decoder");
+    let mut reader = walcodec::LogReader::open_at(&path, 0, &builder)
+        .await
+        .unwrap();
+    while let Some(record) = reader.next_record().await {
+        record.unwrap();
+    }
+    let m = snapshot("metrics-decoder");
+    assert_eq!(m.counter("walcodec_corruptions_skipped_total"), 1);
+    assert_eq!(
+        m.counter("walcodec_damaged_bytes_skipped_total"),
+        reader.decoder().stats().dropped_bytes
+    );
+
+    // A record and half of the next: the writer that reopens it cuts the half.
+    let mut log = bytes::BytesMut::new();
+    let mut encoder = walcodec::LogEncoder::new();
+    let kept = encoder.encode_record(b"kept", &mut log);
+    encoder.encode_record(&[7; 100], &mut log);
+    log.truncate(log.len() - 50);
+    let torn_bytes = log.len() as u64 - kept.end;
+    let path = dir.path().join("000001.log");
+    std::fs::write(&path, &log).unwrap();
+    let writer = WriterOptions::new()
+        .name("metrics-torn")
+        .open(&path)
+        .await
+        .unwrap();
+    writer.close().await.unwrap();
+    let m = snapshot("metrics-torn");
+    assert_eq!(m.counter("walcodec_torn_tails_cut_total"), 1);
+    assert_eq!(m.counter("walcodec_torn_tail_bytes_cut_total"), torn_bytes);
+}
+
+/// Purges count their segments, and those of retention are counted apart too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purges_and_retention_count_segments() {
+    let _serial = SERIAL.lock().await;
+    snapshotter();
+    let dir = tempfile::tempdir().unwrap();
+    let name = "metrics-purge";
+    let log = LogDir::builder().name(name).open(dir.path()).await.unwrap();
+    for round in 0..4u8 {
+        log.append(&[round; 1000]).await.unwrap();
+        log.rotate().await.unwrap();
+    }
+    let end = log.append(b"x").await.unwrap();
+    log.purge_before(walcodec::LogPosition::new(2, 0))
+        .await
+        .unwrap();
+    let m = snapshot(name);
+    assert_eq!(m.counter("walcodec_purged_segments_total"), 1);
+    log.close().await.unwrap();
+
+    // Reopened with a bound that keeps only the active segment's worth.
+    let log = LogDir::builder()
+        .name(name)
+        .retain_bytes(end.offset)
+        .open(dir.path())
+        .await
+        .unwrap();
+    let purged = log.enforce_retention().await.unwrap();
+    assert_eq!(purged, [2, 3, 4]);
+    let m = snapshot(name);
+    assert_eq!(m.counter("walcodec_retention_purged_segments_total"), 3);
+    assert_eq!(m.counter("walcodec_purged_segments_total"), 3);
+    log.close().await.unwrap();
+}
+
+/// Every metric the crate emits reaches the recorder with a description and a
+/// unit, so Prometheus shows HELP (and UNIT) lines: a workload that makes every
+/// metric move, then every name the recorder saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_emitted_metric_has_a_description_and_a_unit() {
+    let _serial = SERIAL.lock().await;
+    snapshotter();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("dir")).unwrap();
+    let log = LogDir::builder()
+        .name("metrics-described")
+        .retain_bytes(1)
+        .open(dir.path().join("dir"))
+        .await
+        .unwrap();
+    for round in 0..3u8 {
+        log.append(&[round; 100]).await.unwrap();
+        log.rotate().await.unwrap();
+    }
+    log.close().await.unwrap();
+    let mut damaged = bytes::BytesMut::new();
+    let at = walcodec::LogEncoder::new().encode_record(b"bad", &mut damaged);
+    damaged[at.start as usize] ^= 1;
+    let mut torn = damaged.clone();
+    torn.truncate(5);
+    std::fs::write(dir.path().join("damaged.log"), &damaged).unwrap();
+    std::fs::write(dir.path().join("000009.log"), &torn).unwrap();
+    let mut builder = walcodec::LogDecoder::builder();
+    builder.recovery(walcodec::Recovery::SkipCorrupted);
+    let mut reader = walcodec::LogReader::open_at(dir.path().join("damaged.log"), 0, &builder)
+        .await
+        .unwrap();
+    while reader.next_record().await.is_some() {}
+    WriterOptions::new()
+        .open(dir.path().join("000009.log"))
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+
+    let seen = described();
+    let mut names: Vec<&str> = seen.iter().map(|(name, _, _)| name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    for name in [
+        "walcodec_appends_total",
+        "walcodec_appended_bytes_total",
+        "walcodec_syncs_total",
+        "walcodec_rotations_total",
+        "walcodec_sync_seconds",
+        "walcodec_batch_records",
+        "walcodec_queued_bytes",
+        "walcodec_segments",
+        "walcodec_dir_bytes",
+        "walcodec_torn_tails_cut_total",
+        "walcodec_torn_tail_bytes_cut_total",
+        "walcodec_corruptions_skipped_total",
+        "walcodec_damaged_bytes_skipped_total",
+        "walcodec_purged_segments_total",
+        "walcodec_retention_purged_segments_total",
+    ] {
+        assert!(names.contains(&name), "{name} was not emitted: {names:?}");
+    }
+    for (name, unit, description) in &seen {
+        assert!(name.starts_with("walcodec_"), "{name}");
+        let description = description
+            .as_deref()
+            .unwrap_or_else(|| panic!("{name} has no description"));
+        assert!(!description.is_empty(), "{name}");
+        assert!(unit.is_some(), "{name} has no unit");
+    }
+}

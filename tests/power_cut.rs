@@ -160,7 +160,11 @@ async fn run_writer(rng: &mut SplitMix) -> Run {
 
 /// Decodes a whole image in memory: the records, and whether it ended cleanly.
 fn decode(bytes: &[u8], recovery: Recovery) -> (Vec<(Position, Bytes)>, Result<u64, Error>) {
-    let mut decoder = LogDecoder::builder().recovery(recovery).build();
+    // A file's image: what the cut tore is a torn tail.
+    let mut decoder = LogDecoder::builder()
+        .recovery(recovery)
+        .input(walcodec::LogInput::File)
+        .build();
     let mut buf = BytesMut::from(bytes);
     let mut records = Vec::new();
     loop {

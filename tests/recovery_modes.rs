@@ -77,8 +77,10 @@ async fn read(log: &[u8], recovery: Recovery) -> Outcome {
     let all = records();
     let reports = Arc::new(Mutex::new(Vec::new()));
     let sink = reports.clone();
+    // A log file's bytes: a record its end cuts is a torn tail.
     let decoder = LogDecoder::builder()
         .recovery(recovery)
+        .input(walcodec::LogInput::File)
         .on_corruption(move |c| {
             sink.lock()
                 .unwrap()

@@ -378,7 +378,12 @@ async fn decoder_treats_first_then_zeros_to_eof_as_a_torn_tail() {
     let (log, positions) = encode(&[record(1, 100), record(2, BLOCK_SIZE + 10)]);
     let mut torn = log[..BLOCK as usize].to_vec();
     torn.resize(BLOCK as usize + 100, 0);
-    let mut records = FramedRead::new(&torn[..], LogDecoder::new());
+    let mut records = FramedRead::new(
+        &torn[..],
+        LogDecoder::builder()
+            .input(walcodec::LogInput::File)
+            .build(),
+    );
     let mut read = Vec::new();
     while let Some(record) = records.try_next().await.expect("a torn tail ends cleanly") {
         read.push(record);

@@ -13,7 +13,7 @@ use common::*;
 use futures::{SinkExt, StreamExt};
 use proptest::prelude::*;
 use tokio_util::codec::{Decoder, FramedRead, FramedWrite};
-use walcodec::{LogDecoder, LogEncoder, Position, Recovery, BLOCK_SIZE, HEADER_SIZE};
+use walcodec::{LogDecoder, LogEncoder, LogInput, Position, Recovery, BLOCK_SIZE, HEADER_SIZE};
 
 /// Reads a log that has no damage, the LevelDB way and with the default decoder, and
 /// returns its records: nothing may be reported and no error returned.
@@ -262,7 +262,11 @@ fn multi_block_log() -> (Vec<Vec<u8>>, Vec<u8>, Vec<Position>) {
 /// Decodes `log` whole in `recovery` mode and returns the records with what the
 /// decoder says about the end of the log.
 fn decode_prefix(log: &[u8], recovery: Recovery) -> (Vec<Vec<u8>>, u64, bool) {
-    let mut decoder = LogDecoder::builder().recovery(recovery).build();
+    // A prefix of a file, as a writer that died leaves it.
+    let mut decoder = LogDecoder::builder()
+        .recovery(recovery)
+        .input(LogInput::File)
+        .build();
     let mut src = BytesMut::from(log);
     let mut records = Vec::new();
     while let Some(record) = decoder.decode(&mut src).expect("decode") {

@@ -1,5 +1,6 @@
 //! [`LogStore`]: openraft's [`RaftLogStorage`] on a [`LogDir`].
 
+use std::borrow::Borrow;
 use std::fmt::{self, Debug};
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -33,7 +34,7 @@ use crate::Error;
 ///
 /// let dir = tempfile::tempdir().unwrap();
 /// let mut store = LogStore::<TypeConfig>::builder()
-///     .log_dir(LogDirOptions::new().max_segment_bytes(16 << 20).clone())
+///     .log_dir(LogDirOptions::new().max_segment_bytes(16 << 20))
 ///     .open(dir.path())
 ///     .await?;
 /// store.close().await?;
@@ -54,8 +55,23 @@ impl<C: RaftTypeConfig> LogStoreBuilder<C> {
     /// [`LogDirOptions::retain_age`]) off, as it is by default: openraft decides
     /// what may go with [`purge`](RaftLogStorage::purge), and a segment deleted
     /// behind its back loses entries it still needs.
-    pub fn log_dir(&mut self, options: LogDirOptions) -> &mut Self {
-        self.options = options;
+    ///
+    /// Takes the options as a builder chain leaves them (`&mut LogDirOptions`), by
+    /// reference or by value; they are copied.
+    ///
+    /// ```
+    /// # openraft::declare_raft_types!(pub TypeConfig:);
+    /// use walcodec::LogDirOptions;
+    /// use walcodec_raft::LogStore;
+    ///
+    /// let mut builder = LogStore::<TypeConfig>::builder();
+    /// builder.log_dir(LogDirOptions::new().max_segment_bytes(4 << 20));
+    /// let options = LogDirOptions::new();
+    /// builder.log_dir(&options);
+    /// builder.log_dir(options);
+    /// ```
+    pub fn log_dir(&mut self, options: impl Borrow<LogDirOptions>) -> &mut Self {
+        self.options = options.borrow().clone();
         self
     }
 

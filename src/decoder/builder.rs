@@ -9,7 +9,7 @@ use tokio_util::codec::FramedRead;
 
 use super::dialect::{LogState, MetadataReporter};
 use super::{
-    Assembly, DecodeStats, Flow, FragmentMark, LogDecoder, Recovery, Reporter,
+    Assembly, DecodeStats, Flow, FragmentMark, LogDecoder, LogInput, Recovery, Reporter,
     DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::error::Corruption;
@@ -40,6 +40,9 @@ use crate::metadata::{MetadataRecord, WalCompressionType};
 #[derive(Clone)]
 pub struct LogDecoderBuilder {
     recovery: Recovery,
+    input: LogInput,
+    name: Arc<str>,
+    file: Option<Arc<std::path::Path>>,
     checksums: bool,
     max_record_bytes: usize,
     start_offset: u64,
@@ -55,6 +58,9 @@ impl fmt::Debug for LogDecoderBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LogDecoderBuilder")
             .field("recovery", &self.recovery)
+            .field("input", &self.input)
+            .field("name", &self.name)
+            .field("file", &self.file)
             .field("checksums", &self.checksums)
             .field("max_record_bytes", &self.max_record_bytes)
             .field("start_offset", &self.start_offset)
@@ -72,6 +78,9 @@ impl Default for LogDecoderBuilder {
     fn default() -> Self {
         LogDecoderBuilder {
             recovery: Recovery::default(),
+            input: LogInput::default(),
+            name: Arc::from(""),
+            file: None,
             checksums: true,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             start_offset: 0,
@@ -89,6 +98,31 @@ impl LogDecoderBuilder {
     /// How damage is handled (default [`Recovery::TolerateTail`]).
     pub fn recovery(&mut self, recovery: Recovery) -> &mut Self {
         self.recovery = recovery;
+        self
+    }
+
+    /// What the decoder reads (default [`LogInput::Stream`]): a stream's end inside a
+    /// record is [`Error::IncompleteRecord`](crate::Error::IncompleteRecord), a
+    /// file's is a torn tail that the [`Recovery`] mode handles (see [`LogInput`]).
+    pub fn input(&mut self, input: LogInput) -> &mut Self {
+        self.input = input;
+        self
+    }
+
+    /// The decoder's name: the `log` label of its damage reports (the
+    /// `damaged log bytes skipped` event, the `walcodec_corruptions_skipped_total`
+    /// and `walcodec_damaged_bytes_skipped_total` metrics), as
+    /// [`WriterOptions::name`](crate::WriterOptions::name) is a writer's. Default
+    /// empty.
+    pub fn name(&mut self, name: impl Into<String>) -> &mut Self {
+        self.name = Arc::from(name.into());
+        self
+    }
+
+    /// The file the decoder reads, named in its damage reports: set by the readers
+    /// that open a file by path.
+    pub(crate) fn observed_file(&mut self, path: &std::path::Path) -> &mut Self {
+        self.file = Some(Arc::from(path));
         self
     }
 
@@ -234,6 +268,10 @@ impl LogDecoderBuilder {
             last_record: None,
             valid_end: self.start_offset,
             incomplete_tail: false,
+            tail_start: 0,
+            input: self.input,
+            name: self.name.clone(),
+            file: self.file.clone(),
             zero_suspect: None,
             stats: DecodeStats::default(),
             fragments: false,

@@ -6,7 +6,8 @@
 //! |----------------------------------------------------------|----------------|----------------|-----------------------|
 //! | EOF where a record would start                           | all            | clean end      | `None`                |
 //! | zeros to EOF (from a zero header, or padding)            | all            | preallocated space, clean | `None`     |
-//! | a header or payload cut by EOF, a record without its LAST | all           | torn tail      | `None`, [`has_incomplete_tail`](LogDecoder::has_incomplete_tail) |
+//! | a header or payload cut by EOF, a record without its LAST, reading a stream ([`LogInput::Stream`], the default) | all | cut in transit: the record is lost | [`Error::IncompleteRecord`], in every mode |
+//! | a header or payload cut by EOF, a record without its LAST, reading a file ([`LogInput::File`]) | all | torn tail: a writer died | `None`, [`has_incomplete_tail`](LogDecoder::has_incomplete_tail) |
 //! | a fragment of another log number                          | RocksDB        | the recycled file's old bytes: clean end | `None`, [`recycled_end`](LogDecoder::recycled_end) |
 //! | the EOF trailer (log number + 1 at a record start)        | Pebble         | clean close    | `None`, [`has_eof_trailer`](LogDecoder::has_eof_trailer) |
 //! | an invalid chunk, no later WAL-sync promise past it       | Pebble         | torn or recycled tail | `None`, [`recycled_end`](LogDecoder::recycled_end) |
@@ -15,7 +16,12 @@
 //! | a read error of the source                                | all            | not the log's: `Error::Io` ends the stream | `Err(Error::Io)` |
 //!
 //! Each [`Recovery`] mode maps these (see its table); Pebble's rule is in the
-//! `pebble` module.
+//! `pebble` module. A stream that stops inside a record is an error whatever the
+//! mode, as tokio-util's own codecs end with "bytes remaining on stream": the
+//! tolerant tail is for files, whose writer may have died mid-write, and only a
+//! decoder told it reads one ([`LogDecoderBuilder::input`]) takes it; the readers of
+//! files by path ([`LogReader::open`](crate::LogReader::open), [`LogTailer`](crate::LogTailer),
+//! [`LogDir`](crate::LogDir)) do.
 //!
 //! The decoder counts every byte it consumes, so it knows where each block starts no
 //! matter how the bytes are chunked on their way in. It never needs more than one
@@ -41,11 +47,13 @@
 mod builder;
 mod dialect;
 mod follow;
+mod input;
 mod pebble;
 mod plain;
 mod recovery;
 
 pub use builder::LogDecoderBuilder;
+pub use input::LogInput;
 pub use recovery::{ParseRecoveryError, Recovery};
 
 use std::fmt;
@@ -326,6 +334,14 @@ pub struct LogDecoder {
     last_record: Option<Position>,
     valid_end: u64,
     incomplete_tail: bool,
+    /// Where the incomplete tail begins, once `incomplete_tail` is set.
+    tail_start: u64,
+    /// What the end of the input means inside a record.
+    input: LogInput,
+    /// The `log` label of damage reports (`LogDecoderBuilder::name`).
+    name: Arc<str>,
+    /// The file read, for damage reports, when the decoder's reader knows it.
+    file: Option<Arc<std::path::Path>>,
     /// Damage that zeros may explain, pending until the decoder sees what follows
     /// the zeros (see [`ZeroSuspect`]).
     zero_suspect: Option<ZeroSuspect>,
@@ -369,6 +385,7 @@ impl fmt::Debug for LogDecoder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LogDecoder")
             .field("recovery", &self.recovery)
+            .field("input", &self.input)
             .field("checksums", &self.checksums)
             .field("max_record_bytes", &self.max_record_bytes)
             .field("offset", &self.offset)
@@ -385,8 +402,9 @@ impl Default for LogDecoder {
 }
 
 impl LogDecoder {
-    /// A decoder with the defaults: [`Recovery::TolerateTail`], checksums on, records up
-    /// to 64 MiB, reading from offset 0.
+    /// A decoder with the defaults: [`Recovery::TolerateTail`], reading a
+    /// [`LogInput::Stream`] (its end inside a record is an error), checksums on,
+    /// records up to 64 MiB, reading from offset 0.
     pub fn new() -> LogDecoder {
         LogDecoderBuilder::default().build()
     }
@@ -427,10 +445,21 @@ impl LogDecoder {
         self.valid_end
     }
 
-    /// Whether the input ended inside a record (a torn tail). Known once the decoder
-    /// has seen EOF (`decode_eof`).
+    /// Whether the input ended inside a record (a torn tail, or a stream cut). Known
+    /// once the decoder has seen EOF (`decode_eof`).
     pub fn has_incomplete_tail(&self) -> bool {
         self.incomplete_tail
+    }
+
+    /// What the decoder reads: a stream or a file ([`LogDecoderBuilder::input`]).
+    pub fn input(&self) -> LogInput {
+        self.input
+    }
+
+    /// Reads `input` from here on: the readers of files by path, which take any
+    /// decoder, read as [`LogInput::File`].
+    pub(crate) fn set_input(&mut self, input: LogInput) {
+        self.input = input;
     }
 
     /// Where `PointInTime` stopped, or where a split ended: `Some(offset)` of the
@@ -601,7 +630,7 @@ impl LogDecoder {
     }
 
     fn report(&self, corruption: &Corruption) {
-        crate::observe::damage(corruption, self.recovery);
+        crate::observe::damage(corruption, self.recovery, &self.name, self.file.as_deref());
         if let Some(reporter) = &self.reporter {
             // A reporter that panicked once still hears about later damage.
             let mut report = reporter
@@ -710,6 +739,7 @@ impl LogDecoder {
                 // Only zeros after the damage, up to EOF: the write that died.
                 Some(ZeroSuspect::Cut(cut)) => {
                     self.incomplete_tail = true;
+                    self.tail_start = cut.offset();
                     if self.recovery == Recovery::AbsoluteConsistency {
                         let bytes = self.offset + src.len() as u64 - cut.offset();
                         self.corrupt(Corruption::new(
@@ -748,6 +778,7 @@ impl LogDecoder {
         // A torn tail: the writer died mid-write. Nothing is consumed, so a reader
         // that later finds more bytes (a log being tailed) picks up where it was.
         self.incomplete_tail = true;
+        self.tail_start = tail_start;
         if let Assembly::Discarding { start, dropped } = self.assembly {
             // Bytes past the limit were dropped, torn tail or not: say so, once.
             self.assembly = Assembly::Idle;
@@ -768,6 +799,25 @@ impl LogDecoder {
                 .map(|()| None);
         }
         Ok(None)
+    }
+
+    /// At the end of a stream that stopped inside a record: the record is lost in
+    /// transit, an error in every mode (a file's torn tail was handled already). A
+    /// follower's decoder is never cut: its input's end is where the writer is.
+    fn cut_stream(&mut self, src: &BytesMut) -> Result<(), Error> {
+        if self.input != LogInput::Stream
+            || self.live
+            || !self.incomplete_tail
+            || self.flow != Flow::Reading
+        {
+            return Ok(());
+        }
+        self.flow = Flow::Failed;
+        let end = self.offset + src.len() as u64;
+        Err(Error::IncompleteRecord {
+            offset: self.tail_start,
+            bytes: end.saturating_sub(self.tail_start),
+        })
     }
 
     /// While zeros are suspect (`zero_suspect`), what they hide is damage, handled
@@ -1614,7 +1664,11 @@ impl Decoder for LogDecoder {
         if let Some(record) = self.decode_plain_full(src) {
             return Ok(Some(record));
         }
-        self.decode_slow(src, true)
+        let decoded = self.decode_slow(src, true)?;
+        if decoded.is_none() {
+            self.cut_stream(src)?;
+        }
+        Ok(decoded)
     }
 }
 

@@ -6,12 +6,22 @@ use std::str::FromStr;
 
 /// What the decoder does with a damaged log, modelled on RocksDB's `WALRecoveryMode`.
 ///
-/// | mode                  | torn tail at EOF | other damage                        |
-/// |-----------------------|------------------|-------------------------------------|
-/// | `TolerateTail`        | clean end        | `Err`, ends the stream              |
-/// | `AbsoluteConsistency` | `Err`            | `Err`, ends the stream              |
-/// | `PointInTime`         | clean end        | reported, then a clean end there    |
-/// | `SkipCorrupted`       | clean end        | reported and skipped, as LevelDB    |
+/// | mode                  | torn tail at a file's EOF | other damage                        |
+/// |-----------------------|---------------------------|-------------------------------------|
+/// | `TolerateTail`        | clean end                 | `Err`, ends the stream              |
+/// | `AbsoluteConsistency` | `Err`                     | `Err`, ends the stream              |
+/// | `PointInTime`         | clean end                 | reported, then a clean end there    |
+/// | `SkipCorrupted`       | clean end                 | reported and skipped, as LevelDB    |
+///
+/// The torn-tail column is for a decoder reading a file
+/// ([`LogInput::File`](crate::LogInput::File), as [`LogReader::open`](crate::LogReader::open),
+/// [`LogTailer`](crate::LogTailer), [`LogDir`](crate::LogDir) and the CLI read): three
+/// modes keep LevelDB's tolerant tail, where a writer that died mid-record leaves
+/// the log's end. A decoder reading a stream (the default,
+/// [`LogInput::Stream`](crate::LogInput::Stream)) ends with
+/// [`Error::IncompleteRecord`](crate::Error::IncompleteRecord) in every mode when the
+/// stream stops inside a record (`AbsoluteConsistency` with its own error first):
+/// a cut stream is a transfer that failed, not a log's end.
 ///
 /// In Pebble's dialect ([`Dialect::Pebble`](crate::Dialect::Pebble)) "other damage"
 /// is only what Pebble's reader calls corruption: an invalid chunk that a later
@@ -42,7 +52,7 @@ use std::str::FromStr;
 ///
 /// ```
 /// use tokio_util::codec::Decoder;
-/// use walcodec::{LogDecoder, LogEncoder, Recovery};
+/// use walcodec::{LogDecoder, LogEncoder, LogInput, Recovery};
 ///
 /// let mut log = bytes::BytesMut::new();
 /// LogEncoder::new().encode_record(b"complete", &mut log);
@@ -50,7 +60,10 @@ use std::str::FromStr;
 /// log.truncate(log.len() - 2); // the writer died mid-record
 ///
 /// for recovery in Recovery::ALL {
-///     let mut decoder = LogDecoder::builder().recovery(recovery).build();
+///     let mut decoder = LogDecoder::builder()
+///         .recovery(recovery)
+///         .input(LogInput::File)
+///         .build();
 ///     let mut src = log.clone();
 ///     let first = decoder.decode_eof(&mut src);
 ///     if recovery == Recovery::AbsoluteConsistency {

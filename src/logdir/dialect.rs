@@ -71,7 +71,12 @@ pub(crate) fn segment_decoder(number: u64, pebble: bool) -> LogDecoderBuilder {
         Dialect::RocksDb
     };
     let mut builder = LogDecoder::builder();
-    builder.dialect(dialect).log_number(number);
+    // A segment is a file: a record its end cuts is a torn tail (the last
+    // segment's, where the writer died) or a write in progress (a follower's).
+    builder
+        .dialect(dialect)
+        .log_number(number)
+        .input(crate::decoder::LogInput::File);
     builder
 }
 

@@ -452,7 +452,8 @@ impl LogDirOptions {
         let lock = lock::create_and_lock(&dir, &self.storage).await?;
         let recovered = observe::within(
             observe::recovery_span(&dir),
-            recovery::recover(
+            recovery::recover_named(
+                &self.name,
                 &dir,
                 &self.storage,
                 self.writer.unsynced_window(),

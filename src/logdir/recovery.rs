@@ -79,6 +79,18 @@ pub(crate) async fn recover(
     recycle: usize,
     pebble: bool,
 ) -> Result<Recovered, Error> {
+    recover_named("", dir, fs, unsynced_window, recycle, pebble).await
+}
+
+/// [`recover`] for the directory named `log` (the `log` label of what it reports).
+pub(crate) async fn recover_named(
+    log: &str,
+    dir: &Path,
+    fs: &Arc<dyn DirStorage>,
+    unsynced_window: u64,
+    recycle: usize,
+    pebble: bool,
+) -> Result<Recovered, Error> {
     finish_truncation(dir, fs).await?;
     let history = finish_history(dir, fs).await?;
     let purged_through = read_purged(dir).await?;
@@ -172,7 +184,7 @@ pub(crate) async fn recover(
         )
         .await
         .map_err(|e| bad_segment(last, e))?;
-        crate::observe::tail_cut(&path, &scan);
+        crate::observe::tail_cut(log, &path, &scan);
         scan.valid_len
     };
     file.seek(SeekFrom::Start(active_len)).await?;

@@ -22,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, AsyncSeekExt};
 use tokio_util::codec::Decoder;
 use tokio_util::io::poll_read_buf;
 
+use crate::decoder::LogInput;
 use crate::format::{block_start, Position, BLOCK_SIZE};
 use crate::record_reader::StreamState;
 use crate::{Error, LogDecoder, LogDecoderBuilder};
@@ -112,6 +113,12 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
     ///
     /// `io` must start at the offset the decoder expects: 0, or
     /// [`block_start`]`(start_offset)` for a decoder built with a start offset.
+    ///
+    /// The end of `io` inside a record means what the decoder was built to take it
+    /// for ([`LogInput`]): an error for a stream (the default), a torn tail for a
+    /// file. [`LogReader::open`] and its siblings read their file as
+    /// [`LogInput::File`]; give a file opened by hand a decoder built with
+    /// `.input(LogInput::File)` to read it as they do.
     pub fn new(io: R, decoder: LogDecoder) -> LogReader<R> {
         LogReader {
             io,
@@ -653,9 +660,16 @@ impl LogReader<ReadAhead> {
         start_offset: u64,
         builder: &LogDecoderBuilder,
     ) -> Result<LogReader<ReadAhead>, Error> {
-        let builder = with_log_start(path.as_ref(), start_offset, builder).await?;
+        let path = path.as_ref();
+        let builder = with_log_start(path, start_offset, builder).await?;
         let source = ReadAhead::open(path, block_start(start_offset)).await?;
-        let decoder = builder.clone().start_offset(start_offset).build();
+        // A file: a record its end cuts is a torn tail, as LevelDB's reader takes it.
+        let decoder = builder
+            .clone()
+            .start_offset(start_offset)
+            .input(LogInput::File)
+            .observed_file(path)
+            .build();
         Ok(LogReader::from_read_ahead(source, decoder))
     }
 
@@ -791,7 +805,9 @@ pub struct LogTailer<R> {
 
 impl<R: AsyncRead + Unpin> LogTailer<R> {
     /// Follows the log in `io`, read with `decoder`.
-    pub fn new(io: R, decoder: LogDecoder) -> LogTailer<R> {
+    pub fn new(io: R, mut decoder: LogDecoder) -> LogTailer<R> {
+        // Its input's end is where the writer is, never a cut.
+        decoder.set_input(LogInput::File);
         let mut reader = LogReader::new(io, decoder);
         reader.follow = Some(DEFAULT_POLL_INTERVAL);
         LogTailer { reader }

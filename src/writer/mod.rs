@@ -382,7 +382,7 @@ impl WriterOptions {
                     self.format,
                 )
                 .await?;
-                observe::tail_cut(path, &scan);
+                observe::tail_cut(&self.name, path, &scan);
                 observe::opened(path, scan.valid_len);
                 self.from_file(file, scan.valid_len).await
             }

@@ -17,7 +17,7 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::codec::{Decoder, FramedRead};
-use walcodec::{Dialect, LogDecoder, LogEncoder, Recovery, BLOCK_SIZE, HEADER_SIZE};
+use walcodec::{Dialect, LogDecoder, LogEncoder, LogInput, Recovery, BLOCK_SIZE, HEADER_SIZE};
 
 // ---------------------------------------------------------------------------------
 // LevelDB's test helpers.
@@ -296,8 +296,10 @@ impl Config {
         let reports = Arc::new(Mutex::new(Vec::new()));
         let sink = reports.clone();
         let mut builder = LogDecoder::builder();
+        // The reference readers read files: a record the end cuts is a torn tail.
         builder
             .recovery(self.recovery)
+            .input(LogInput::File)
             .dialect(self.dialect)
             .log_number(self.log_number)
             .on_corruption(move |c| {

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::Decoder;
-use walcodec::{LogDecoder, LogDecoderBuilder, Recovery, BLOCK_SIZE};
+use walcodec::{LogDecoder, LogDecoderBuilder, LogInput, Recovery, BLOCK_SIZE};
 
 pub const MAX_RECORD: usize = 80_000;
 
@@ -36,7 +36,9 @@ pub fn run_with(
 ) -> Run {
     let reports = Arc::new(Mutex::new(Vec::new()));
     let sink = reports.clone();
+    // The log is a file's bytes: a record its end cuts is a torn tail.
     let mut decoder = builder
+        .input(LogInput::File)
         .max_record_bytes(MAX_RECORD)
         .on_corruption(move |c| sink.lock().unwrap().push(c.to_string()))
         .build();

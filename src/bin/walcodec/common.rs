@@ -6,7 +6,8 @@ use std::path::Path;
 
 use clap::ValueEnum;
 use walcodec::{
-    block_start, Corruption, CorruptionKind, LogDecoder, LogDecoderBuilder, LogReader, Recovery,
+    block_start, Corruption, CorruptionKind, LogDecoder, LogDecoderBuilder, LogInput, LogReader,
+    Recovery,
 };
 
 use crate::dialect::{DialectArgs, LogChoice};
@@ -97,6 +98,9 @@ pub(crate) fn decoder_builder(
         .dialect(log.dialect)
         .log_number(log.log_number)
         .recovery(recovery)
+        // Files (and stdin holding one): a record cut at the end is a torn tail,
+        // which the commands report as such.
+        .input(LogInput::File)
         .start_offset(start)
         .max_record_bytes(limits.max_record_bytes);
     // A read from a later block does not see the type-9 record at the log's start.
@@ -163,7 +167,17 @@ pub(crate) fn read_end_status(
     error: Option<walcodec::Error>,
 ) -> Result<Status, Failure> {
     match error {
-        None => Ok(Status::judge(corruptions, incomplete_tail)),
+        None => {
+            let status = Status::judge(corruptions, incomplete_tail);
+            // Damage was reported as it was met; a torn tail has no report of its
+            // own, and an exit status is never left unexplained.
+            if status == Status::TornTail {
+                eprintln!(
+                    "walcodec: {name}: torn tail: its last record is cut short, as a writer that died mid-write leaves it (`walcodec repair` truncates it)"
+                );
+            }
+            Ok(status)
+        }
         Some(walcodec::Error::Io(e)) => Err(Failure::named(name, e)),
         Some(error) => {
             eprintln!("walcodec: {name}: {error}");

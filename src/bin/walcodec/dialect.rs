@@ -5,7 +5,7 @@
 //!
 //! | `--dialect` | reads                                                         |
 //! |-------------|---------------------------------------------------------------|
-//! | `auto`      | `walcodec::detect::detect` on the first block: the header size (7, 11, 19) that makes the first fragment's checksum valid, or Pebble's EOF trailer; a WAL failover name `NNNNNN-KKK.log` is Pebble's. A file it cannot decide is said so on stderr and read as LevelDB's, the format's base |
+//! | `auto`      | `walcodec::detect::detect` on the first block: the header size (7, 11, 19) that makes the first fragment's checksum valid, or Pebble's EOF trailer; a WAL failover name `NNNNNN-KKK.log` is Pebble's. A file it cannot decide is said so on stderr and read as LevelDB's, the format's base; unless nothing in its first 32 blocks looks like a log (`looks_like_a_log`): then it is not a log, an error (exit 2) |
 //! | `leveldb`   | LevelDB's: 7-byte headers, types 1–4                          |
 //! | `rocksdb`   | RocksDB's WAL: recyclable headers, old fragments end the log, type 9, metadata records |
 //! | `pebble`    | Pebble's WAL: recyclable and WAL-sync headers, the EOF trailer, Pebble's read-ahead for torn versus corrupt, Pebble's batch kinds |
@@ -31,7 +31,9 @@ use std::sync::Arc;
 
 use clap::ValueEnum;
 use walcodec::detect::{detect, Detected};
-use walcodec::fragment::{sniff, FragmentRules, Sniffed, LEGACY_HEADER_SIZE};
+use walcodec::fragment::{
+    header_size_of, sniff, FragmentRules, FragmentType, Sniffed, LEGACY_HEADER_SIZE,
+};
 use walcodec::metadata::WalCompressionType;
 use walcodec::{Corruption, CorruptionKind, Dialect, BLOCK_SIZE};
 
@@ -64,6 +66,51 @@ pub(crate) enum DialectArg {
     Rocksdb,
     /// Pebble's WAL (CockroachDB).
     Pebble,
+}
+
+/// How much of an input whose first fragment no dialect reads is looked at to
+/// tell a damaged log from something else: 32 blocks.
+const NOT_A_LOG_PROBE_BYTES: usize = 32 * BLOCK_SIZE;
+
+/// Whether `probe`, the start of an input whose first fragment is valid under no
+/// dialect's header, may still be a log: a first header that could start a log (a
+/// type that starts a record, a length within the block: a first record damaged,
+/// or cut short by the input's end), fewer bytes than a header, a later block that
+/// starts as a log's block does (a valid fragment, or zeros), or zeros to its end
+/// from a sector boundary (space preallocated after a first write cut short).
+/// Random bytes are none of these but about once in a hundred.
+fn looks_like_a_log(probe: &[u8]) -> bool {
+    const SECTOR: usize = 512;
+    if probe.len() < LEGACY_HEADER_SIZE {
+        return true;
+    }
+    let type_byte = probe[LEGACY_HEADER_SIZE - 1];
+    let length = usize::from(u16::from_le_bytes([probe[4], probe[5]]));
+    let plausible_start = [Dialect::LevelDb, Dialect::RocksDb, Dialect::Pebble]
+        .into_iter()
+        .any(|dialect| {
+            let starts_a_record = matches!(
+                FragmentType::from_u8(type_byte, dialect),
+                Some(
+                    FragmentType::Full
+                        | FragmentType::First
+                        | FragmentType::RecyclableFull
+                        | FragmentType::RecyclableFirst
+                        | FragmentType::WalSyncFull
+                        | FragmentType::WalSyncFirst
+                        | FragmentType::SetCompressionType
+                )
+            );
+            starts_a_record && header_size_of(type_byte, dialect) + length <= BLOCK_SIZE
+        });
+    let later_block = probe
+        .chunks(BLOCK_SIZE)
+        .skip(1)
+        .filter(|block| block.len() >= LEGACY_HEADER_SIZE)
+        .any(|block| detect(block) != Detected::Undecided);
+    let zeros_to_end =
+        probe.len() >= SECTOR && probe[probe.len() - SECTOR..].iter().all(|&b| b == 0);
+    plausible_start || later_block || zeros_to_end
 }
 
 /// Where the log number came from.
@@ -165,6 +212,14 @@ impl LogChoice {
             eprintln!("walcodec: {}: {note}", choice.name);
         }
         if args.dialect == DialectArg::Auto && detected == Detected::Undecided {
+            let probe = input.peek(NOT_A_LOG_PROBE_BYTES)?;
+            if !looks_like_a_log(probe) {
+                return Err(Failure::new(format!(
+                    "{}: not a log: no block of its first {} bytes starts with a fragment valid under any dialect's header, nor does it start as a damaged or cut log does (--dialect leveldb|rocksdb|pebble reads it anyway, as a damaged log)",
+                    choice.name,
+                    probe.len()
+                )));
+            }
             eprintln!(
                 "walcodec: {}: cannot tell the log's dialect: its first fragment is valid under no dialect's header (damaged, or not a log); read as LevelDB's, the format's base (--dialect leveldb|rocksdb|pebble sets it)",
                 choice.name

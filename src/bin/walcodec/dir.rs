@@ -30,6 +30,10 @@
 //! segment's earlier use are its end. The records of a directory of Pebble's
 //! segments (its `DIALECT` file) are read in Pebble's dialect.
 //!
+//! A directory with no segment file is not a log directory: every command says
+//! so and exits 2, as for a file that is not a log (`tail -f` does not wait for
+//! segments to appear). `repair` and `write` take a log file, never a directory.
+//!
 //! Options about one file's bytes (`--start`, `--physical`, `--record`,
 //! `--recovery`, `--dialect`, `--log-number`, the batch formats, the input limits
 //! for the commands that read records) are refused on a directory (exit 2).
@@ -122,6 +126,9 @@ pub(crate) async fn run(matches: &ArgMatches, limits: Limits) -> Result<Option<S
         return Ok(None);
     }
     refuse_options(command, sub, options, path)?;
+    // A directory without segments is not a log, for every command alike (and
+    // `tail -f` does not wait for one to appear): said, and exit 2, as for a file.
+    list(path)?;
     let status = match command {
         "verify" | "stat" => judge(command, sub, path, limits)?,
         "dump" => dump(sub, path).await?,

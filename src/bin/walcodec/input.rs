@@ -151,6 +151,13 @@ impl Input {
             peeked: Vec::new(),
             peeked_read: 0,
         };
+        if metadata.is_dir() {
+            // Only a log directory's own readers (`dir.rs`) take a directory.
+            return Err(Failure::new(format!(
+                "{}: a directory, not a log file (verify, stat, dump, cat and tail read a log directory's segments)",
+                input.name
+            )));
+        }
         let kind = Kind::of(&metadata.file_type());
         input.seekable = matches!(kind, Kind::Regular | Kind::BlockDevice);
         let own_end = match kind {

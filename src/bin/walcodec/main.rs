@@ -23,7 +23,7 @@ macro_rules! exit_status {
 Exit status:
   0  success; the log is clean
   1  the log is corrupt: records or bytes were dropped
-  2  usage or I/O error (nothing was judged)
+  2  usage or I/O error, or the input is not a log (nothing was judged)
   3  the log is intact but its tail is torn: its last record was cut short,
      as a writer that died mid-write leaves it (`walcodec repair` truncates it)"
     };

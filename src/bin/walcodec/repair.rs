@@ -91,6 +91,11 @@ fn judge_scan(
 async fn truncate(path: &Path, dry_run: bool, limits: Limits) -> Result<Status, Failure> {
     let name = path.display();
     let metadata = std::fs::metadata(path).map_err(|e| Failure::io(path, e))?;
+    if metadata.is_dir() {
+        return Err(Failure::new(format!(
+            "{name}: a directory, not a log file: repair cuts one log's torn tail (a log directory's last segment is repaired when it is opened)"
+        )));
+    }
     if !metadata.is_file() {
         return Err(Failure::new(format!(
             "{name}: not a regular file: there is no length to cut (`walcodec verify` reads it; --salvage OUT copies its records)"

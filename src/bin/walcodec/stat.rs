@@ -160,6 +160,27 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     Ok(status)
 }
 
+/// The tail `stat` reports and its `torn tail bytes`, which never disagree: the
+/// strict reader's tail (as `verify`'s), unless it stopped at damage before the end
+/// while the layout walk, which goes on to the end, found a torn tail there: then
+/// that torn tail. A torn tail's bytes are the tail's; other tails keep the layout
+/// walk's count.
+fn stat_tail(end: &ScanEnd, counts: &Counts) -> (Tail, u64) {
+    let torn = counts.layout.torn_bytes;
+    match Tail::of(end, counts.layout.hidden_zero_fills > 0) {
+        Tail::Clean if torn > 0 => (
+            Tail::Torn {
+                after: end.file_len.saturating_sub(torn),
+                bytes: torn,
+            },
+            torn,
+        ),
+        Tail::Clean => (Tail::Clean, 0),
+        tail @ Tail::Torn { bytes, .. } => (tail, bytes),
+        tail => (tail, torn),
+    }
+}
+
 /// The blocks the log spans, and the bytes of its last block when that is not full.
 fn blocks(file_len: u64) -> (u64, u64) {
     let block = BLOCK_SIZE as u64;
@@ -208,17 +229,14 @@ fn write_text(
         counts.layout.bad_length_bytes,
         counts.layout.skipped_bytes
     )?;
-    writeln!(out, "torn tail bytes: {}", counts.layout.torn_bytes)?;
+    let (tail, torn_bytes) = stat_tail(end, counts);
+    writeln!(out, "torn tail bytes: {torn_bytes}")?;
     writeln!(
         out,
         "corruptions: {} ({} bytes dropped)",
         stats.corruptions, stats.dropped_bytes
     )?;
-    writeln!(
-        out,
-        "tail: {}",
-        Tail::of(end, counts.layout.hidden_zero_fills > 0).describe()
-    )?;
+    writeln!(out, "tail: {}", tail.describe())?;
     for note in notes {
         writeln!(out, "note: {note}")?;
     }
@@ -280,10 +298,10 @@ fn json(
         .number("trailer_bytes", counts.layout.trailer_bytes)
         .number("zero_fill_bytes", counts.layout.zero_fill_bytes)
         .object("damaged_bytes", damaged)
-        .number("torn_tail_bytes", counts.layout.torn_bytes)
+        .number("torn_tail_bytes", stat_tail(end, counts).1)
         .number("corruptions", stats.corruptions)
         .number("dropped_bytes", stats.dropped_bytes);
-    Tail::of(end, counts.layout.hidden_zero_fills > 0).json(&mut object, end);
+    stat_tail(end, counts).0.json(&mut object, end);
     json_end(&mut object, end, notes, status);
     object.objects("record_sizes", sizes);
     object
