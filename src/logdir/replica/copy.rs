@@ -91,6 +91,9 @@ pub struct Replica {
     timeout: Duration,
     /// The directory's file-system steps (a simulator's in the power-cut tests).
     storage: Arc<dyn DirStorage>,
+    /// The secret a primary must prove it knows (feature `replica-auth`).
+    #[cfg(feature = "replica-auth")]
+    secret: Option<super::auth::Secret>,
 }
 
 /// One segment being copied.
@@ -154,6 +157,8 @@ impl Replica {
             end: watch::channel(end).0,
             timeout: wire::DEFAULT_TIMEOUT,
             storage,
+            #[cfg(feature = "replica-auth")]
+            secret: None,
         })
     }
 
@@ -167,6 +172,17 @@ impl Replica {
     /// 1 ms.
     pub fn set_timeout(&mut self, timeout: Duration) -> &mut Self {
         self.timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Require the primary to prove it knows `secret`, and prove it in turn, before
+    /// anything else is said (feature `replica-auth`; see
+    /// [`LogDirOptions::replica_secret`] for the primary's side): a primary that
+    /// does not know it fails [`sync_from`](Self::sync_from) with
+    /// [`Error::ReplicaAuthentication`] before a byte is written.
+    #[cfg(feature = "replica-auth")]
+    pub fn set_secret(&mut self, secret: impl AsRef<[u8]>) -> &mut Self {
+        self.secret = Some(super::auth::Secret::new(secret.as_ref()));
         self
     }
 
@@ -228,6 +244,17 @@ impl Replica {
             blocking(move || storage.sync_file(&std::fs::File::open(path)?)).await?;
             self.end.send_replace(written);
         }
+        #[cfg(feature = "replica-auth")]
+        if let Some(secret) = &self.secret {
+            super::auth::handshake(
+                &mut rd,
+                &mut wr,
+                secret,
+                super::auth::Role::Replica,
+                self.timeout,
+            )
+            .await?;
+        }
         let position = if self.is_empty() {
             LogPosition::START
         } else {
@@ -251,7 +278,13 @@ impl Replica {
             .await?
             .check(false)?;
         let mut stream: Option<Stream> = None;
-        let result = self.pull(&mut rd, &mut stream).await;
+        // Nothing before the primary's first segment message: until then the
+        // replica's end may not be a position of the primary's (a new replica).
+        let mut acker = Acker {
+            acked: Some(self.end()),
+            live: true,
+        };
+        let result = self.pull(&mut rd, &mut wr, &mut acker, &mut stream).await;
         // Whatever ended the pull, what was written is made durable and reported,
         // so the next connection resumes exactly there.
         if let Some(stream) = stream.as_mut() {
@@ -260,12 +293,18 @@ impl Replica {
         result.map(|()| self.end())
     }
 
-    async fn pull<R: AsyncRead + Unpin>(
+    async fn pull<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         &mut self,
         rd: &mut tokio::io::BufReader<R>,
+        wr: &mut W,
+        acker: &mut Acker,
         stream: &mut Option<Stream>,
     ) -> Result<(), Error> {
         loop {
+            // The primary learns each durable end (synchronous replicas), and that
+            // the replica is alive: after its first segment message, after each
+            // heartbeat, and whenever the end moved.
+            acker.ack(wr, self.end(), self.timeout).await;
             let message = match tokio::time::timeout(self.timeout, wire::read_message(rd)).await {
                 Err(_) => return Err(wire::protocol("no message from the primary in time")),
                 // The connection ended, between messages or inside one.
@@ -274,13 +313,14 @@ impl Replica {
                 Ok(Ok(Some(message))) => message,
             };
             match message {
-                Message::Heartbeat => {}
+                Message::Heartbeat => acker.acked = None,
                 Message::Refused(refusal) => return Err(refusal.into_error()),
                 Message::Segment { segment, offset } => {
                     if stream.is_some() {
                         return Err(wire::protocol("a segment started inside another"));
                     }
                     *stream = Some(self.start_segment(segment, offset).await?);
+                    acker.acked = None;
                 }
                 Message::Data(bytes) => {
                     let Some(current) = stream.as_mut() else {
@@ -501,6 +541,38 @@ impl Replica {
         let dir = self.dir.clone();
         self.lock.take();
         options.open(dir).await
+    }
+}
+
+/// Sends the replica's acknowledgements of its durable end.
+struct Acker {
+    /// The end last acknowledged; `None`: acknowledge even if it did not move.
+    acked: Option<LogPosition>,
+    /// Cleared once a write failed or timed out: the primary is gone or reads
+    /// nothing, and what it sends (or its silence) ends the connection.
+    live: bool,
+}
+
+impl Acker {
+    async fn ack<W: AsyncWrite + Unpin>(
+        &mut self,
+        wr: &mut W,
+        end: LogPosition,
+        timeout: Duration,
+    ) {
+        if !self.live || self.acked == Some(end) {
+            return;
+        }
+        let bytes = wire::encode_ack(end);
+        let sent = tokio::time::timeout(timeout, async {
+            wr.write_all(&bytes).await?;
+            wr.flush().await
+        })
+        .await;
+        match sent {
+            Ok(Ok(())) => self.acked = Some(end),
+            _ => self.live = false,
+        }
     }
 }
 
