@@ -106,6 +106,8 @@ mod repair;
 #[cfg(feature = "replica-auth")]
 #[path = "replica_auth.rs"]
 mod replica_auth;
+#[path = "replica_cancel.rs"]
+mod replica_cancel;
 #[path = "replica_crash.rs"]
 mod replica_crash;
 #[path = "replica_power_cut.rs"]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio_util::codec::Decoder;
 
 use super::wire::{self, Hello, Message, PROTOCOL_VERSION};
@@ -78,8 +78,10 @@ const MAX_WRITE: usize = 1 << 20;
 #[derive(Debug)]
 pub struct Replica {
     dir: PathBuf,
-    /// The directory's `flock`, as a `LogDir` takes it.
-    lock: Option<std::fs::File>,
+    /// The directory's `flock`, as a `LogDir` takes it; shared with the work in
+    /// flight ([`InFlight`]), so a replica dropped mid-write keeps the directory
+    /// locked until that write is done.
+    lock: Option<Arc<std::fs::File>>,
     /// The first segment kept.
     first: u64,
     /// The last segment: copies go on there.
@@ -94,6 +96,22 @@ pub struct Replica {
     /// The secret a primary must prove it knows (feature `replica-auth`).
     #[cfg(feature = "replica-auth")]
     secret: Option<super::auth::Secret>,
+    /// Closed once the directory work in flight is done: the work of a call that
+    /// was dropped runs on (a blocking thread cannot be stopped), and no later
+    /// call touches the directory, nor lets another open it, before it ends.
+    in_flight: Option<oneshot::Receiver<()>>,
+    /// Whether the fields above are the directory's state: false from the start
+    /// of a call that changes the directory until it returns, so that a call
+    /// dropped mid-way (or failed in a file-system step) leaves it false and the
+    /// next one recovers the directory again, as [`open`](Replica::open) does.
+    settled: bool,
+}
+
+/// Held by directory work while it runs: the directory's lock, and the sender
+/// whose drop tells the replica the work ended.
+struct InFlight {
+    _lock: Option<Arc<std::fs::File>>,
+    _done: oneshot::Sender<()>,
 }
 
 /// One segment being copied.
@@ -133,33 +151,121 @@ impl Replica {
     ) -> Result<Replica, Error> {
         let dir = path.as_ref().to_path_buf();
         let lock = lock::create_and_lock(&dir, &storage).await?;
-        let recovered = recovery::recover(
-            &dir,
-            &storage,
-            WriterOptions::new().unsynced_window(),
-            0,
-            false,
-        )
-        .await?;
-        let first = recovered
+        let mut replica = Replica {
+            dir,
+            lock: Some(Arc::new(lock)),
+            first: 0,
+            segment: 0,
+            len: 0,
+            end: watch::channel(LogPosition::START).0,
+            timeout: wire::DEFAULT_TIMEOUT,
+            storage,
+            #[cfg(feature = "replica-auth")]
+            secret: None,
+            in_flight: None,
+            settled: false,
+        };
+        replica.settle().await?;
+        Ok(replica)
+    }
+
+    /// Waits for directory work left by a dropped call; then, unless the state is
+    /// known, recovers the directory as [`LogDir::open`] does (a torn tail cut)
+    /// and makes what it holds durable: the replica resumes after its last
+    /// complete record, whatever step a dropped call stopped at.
+    async fn settle(&mut self) -> Result<(), Error> {
+        if let Some(done) = self.in_flight.as_mut() {
+            // An error only says the sender is gone: the work ended.
+            let _ = done.await;
+            self.in_flight = None;
+        }
+        if self.settled {
+            return Ok(());
+        }
+        let (dir, storage) = (self.dir.clone(), self.storage.clone());
+        // A task of its own, so a settle dropped mid-way leaves no file-system step
+        // of the recovery unwaited for.
+        let recovered = self
+            .run(async move {
+                let recovered = recovery::recover(
+                    &dir,
+                    &storage,
+                    WriterOptions::new().unsynced_window(),
+                    0,
+                    false,
+                )
+                .await?;
+                // Records a dropped call wrote but did not sync are whole and
+                // verified: synced now, before they are reported.
+                let file = recovered.active_file.try_clone()?;
+                blocking(move || {
+                    storage.sync_file(&file)?;
+                    storage.sync_dir(&dir)
+                })
+                .await?;
+                Ok(recovered)
+            })
+            .await?;
+        self.first = recovered
             .sealed
             .keys()
             .next()
             .copied()
             .unwrap_or(recovered.active);
-        let end = LogPosition::new(recovered.active, recovered.active_len);
-        Ok(Replica {
-            dir,
-            lock: Some(lock),
-            first,
-            segment: recovered.active,
-            len: recovered.active_len,
-            end: watch::channel(end).0,
-            timeout: wire::DEFAULT_TIMEOUT,
-            storage,
-            #[cfg(feature = "replica-auth")]
-            secret: None,
+        self.segment = recovered.active;
+        self.len = recovered.active_len;
+        self.end
+            .send_replace(LogPosition::new(self.segment, self.len));
+        self.settled = true;
+        Ok(())
+    }
+
+    /// Marks directory work as in flight until the returned guard is dropped.
+    fn start_work(&mut self) -> InFlight {
+        let (done, waiter) = oneshot::channel();
+        self.in_flight = Some(waiter);
+        InFlight {
+            _lock: self.lock.clone(),
+            _done: done,
+        }
+    }
+
+    /// Runs `work` as a task of its own: dropping this future leaves it running to
+    /// its end, and the next call waits for it ([`settle`](Self::settle)).
+    async fn run<T, F>(&mut self, work: F) -> Result<T, Error>
+    where
+        F: std::future::Future<Output = Result<T, Error>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let guard = self.start_work();
+        let out = tokio::spawn(async move {
+            let out = work.await;
+            drop(guard);
+            out
         })
+        .await
+        .map_err(std::io::Error::other)?;
+        self.in_flight = None;
+        out
+    }
+
+    /// Runs the blocking file-system step `f` on a blocking thread: dropping this
+    /// future leaves it running to its end, and the next call waits for it.
+    async fn blocking<T, F>(&mut self, f: F) -> std::io::Result<T>
+    where
+        F: FnOnce() -> std::io::Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let guard = self.start_work();
+        let out = tokio::task::spawn_blocking(move || {
+            let out = f();
+            drop(guard);
+            out
+        })
+        .await
+        .map_err(std::io::Error::other)?;
+        self.in_flight = None;
+        out
     }
 
     /// How long [`sync_from`](Self::sync_from) waits for the primary (default
@@ -212,10 +318,19 @@ impl Replica {
 
     /// Pulls from a primary's [`LogDir::serve_replica`] over `conn` until the
     /// connection ends (the primary closed its log, or the connection was cut);
-    /// returns the replica's durable end then. Dropping the future mid-way (a
-    /// timeout, a `select!`) writes nothing unverified; the next call resumes. Call it again on a new connection to
+    /// returns the replica's durable end then. Call it again on a new connection to
     /// go on: it resumes after the last complete record, whatever byte the previous
     /// connection was cut at.
+    ///
+    /// # Cancellation
+    /// Dropping the future at any point (a timeout, a `select!`) is safe: it
+    /// writes nothing unverified, and the one file-system step it may leave
+    /// running on a blocking thread (a write, a sync, a new segment) is waited for
+    /// by every later call ([`sync_from`](Self::sync_from), [`close`](Self::close),
+    /// [`promote`](Self::promote)), which then recovers the directory and resumes
+    /// after its last complete record, synced. A replica dropped meanwhile keeps
+    /// its directory locked until that step is done, so nothing written by the
+    /// dropped call can land after a new owner's appends.
     ///
     /// Every fragment's checksum is checked on arrival, and a record is written only
     /// whole, where it sits in the primary's segment, and synced before
@@ -232,18 +347,23 @@ impl Replica {
     where
         C: AsyncRead + AsyncWrite + Unpin + Send,
     {
+        self.settle().await?;
+        self.settled = false;
+        let result = self.sync(conn).await;
+        // A failed file-system step may have left the directory anywhere between
+        // two states: the next call reads it again.
+        self.settled = !matches!(result, Err(Error::Io(_)));
+        result
+    }
+
+    async fn sync<C>(&mut self, conn: C) -> Result<LogPosition, Error>
+    where
+        C: AsyncRead + AsyncWrite + Unpin + Send,
+    {
         let (rd, mut wr) = tokio::io::split(conn);
         // Buffered, so the replica can tell whether more has already arrived: it
         // syncs once the primary has nothing more in flight, not per message.
         let mut rd = tokio::io::BufReader::with_capacity(wire::MAX_DATA, rd);
-        // A sync_from dropped mid-way may have written verified records it did not
-        // sync yet: they are synced and reported before the replica resumes after them.
-        let written = LogPosition::new(self.segment, self.len);
-        if self.end() != written {
-            let (path, storage) = (segment_path(&self.dir, self.segment), self.storage.clone());
-            blocking(move || storage.sync_file(&std::fs::File::open(path)?)).await?;
-            self.end.send_replace(written);
-        }
         #[cfg(feature = "replica-auth")]
         if let Some(secret) = &self.secret {
             super::auth::handshake(
@@ -258,7 +378,7 @@ impl Replica {
         let position = if self.is_empty() {
             LogPosition::START
         } else {
-            written
+            LogPosition::new(self.segment, self.len)
         };
         let hello = Hello {
             version: PROTOCOL_VERSION,
@@ -371,26 +491,26 @@ impl Replica {
         };
         let mut unsynced = stream.unsynced;
         let len = whole.len() as u64;
-        let (file, result) = tokio::task::spawn_blocking(move || {
-            let result = (|| {
-                for piece in whole.chunks(MAX_WRITE) {
-                    write_all(&mut *file, piece)?;
-                    unsynced += piece.len() as u64;
-                    if unsynced >= MAX_UNSYNCED {
+        let (file, result) = self
+            .blocking(move || {
+                let result = (|| {
+                    for piece in whole.chunks(MAX_WRITE) {
+                        write_all(&mut *file, piece)?;
+                        unsynced += piece.len() as u64;
+                        if unsynced >= MAX_UNSYNCED {
+                            file.sync()?;
+                            unsynced = 0;
+                        }
+                    }
+                    if sync && unsynced > 0 {
                         file.sync()?;
                         unsynced = 0;
                     }
-                }
-                if sync && unsynced > 0 {
-                    file.sync()?;
-                    unsynced = 0;
-                }
-                Ok(unsynced)
-            })();
-            (file, result)
-        })
-        .await
-        .map_err(std::io::Error::other)?;
+                    Ok(unsynced)
+                })();
+                Ok((file, result))
+            })
+            .await?;
         stream.file = Some(file);
         let unsynced: std::io::Result<u64> = result;
         let unsynced = unsynced?;
@@ -421,7 +541,7 @@ impl Replica {
             // first, so a crash never leaves two with a hole between them.
             let old = segment_path(&self.dir, self.segment);
             let (dir, storage) = (self.dir.clone(), self.storage.clone());
-            blocking(move || {
+            self.blocking(move || {
                 storage.remove(&old)?;
                 storage.sync_dir(&dir)
             })
@@ -448,19 +568,20 @@ impl Replica {
             self.storage.clone(),
             self.len,
         );
-        let (file, feed) = blocking(move || {
-            use std::io::{Read, Seek, SeekFrom};
-            let mut file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(path)?;
-            let mut feed = BytesMut::zeroed(len.saturating_sub(from) as usize);
-            file.seek(SeekFrom::Start(from.min(len)))?;
-            file.read_exact(&mut feed)?;
-            file.seek(SeekFrom::Start(len))?;
-            Ok((storage.storage(file), feed))
-        })
-        .await?;
+        let (file, feed) = self
+            .blocking(move || {
+                use std::io::{Read, Seek, SeekFrom};
+                let mut file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path)?;
+                let mut feed = BytesMut::zeroed(len.saturating_sub(from) as usize);
+                file.seek(SeekFrom::Start(from.min(len)))?;
+                file.read_exact(&mut feed)?;
+                file.seek(SeekFrom::Start(len))?;
+                Ok((storage.storage(file), feed))
+            })
+            .await?;
         let decoder = LogDecoder::builder()
             .dialect(Dialect::RocksDb)
             .log_number(segment)
@@ -516,16 +637,23 @@ impl Replica {
     /// Makes `segment` (empty) the replica's last one, durably, as a `LogDir`'s
     /// rotation does.
     async fn next_segment(&mut self, segment: u64) -> Result<(), Error> {
-        drop(recovery::create_segment(&self.dir, segment, &self.storage).await?);
+        let (dir, storage) = (self.dir.clone(), self.storage.clone());
+        self.run(async move {
+            drop(recovery::create_segment(&dir, segment, &storage).await?);
+            Ok(())
+        })
+        .await?;
         self.segment = segment;
         self.len = 0;
         self.end.send_replace(LogPosition::new(segment, 0));
         Ok(())
     }
 
-    /// Releases the directory's lock; returns the replica's end. Everything copied
-    /// is already durable.
+    /// Releases the directory's lock; returns the replica's end, durable. After a
+    /// [`sync_from`](Self::sync_from) that was dropped mid-way, waits for its
+    /// file-system step in flight and recovers the directory first.
     pub async fn close(mut self) -> Result<LogPosition, Error> {
+        self.settle().await?;
         self.lock.take();
         Ok(self.end())
     }
@@ -538,6 +666,8 @@ impl Replica {
 
     /// [`promote`](Self::promote) with `options` for the `LogDir`.
     pub async fn promote_with(mut self, options: &LogDirOptions) -> Result<LogDir, Error> {
+        // Nothing of a dropped sync may land after the new primary's appends.
+        self.settle().await?;
         let dir = self.dir.clone();
         self.lock.take();
         options.open(dir).await
