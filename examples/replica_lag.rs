@@ -17,6 +17,17 @@
 //! runs the replica processes at that `nice` level: on a machine with few cores,
 //! 19 keeps their CPU from the primary's, standing in for machines of their own.
 //! `REPLICA_WAKE_US` sets the primary's `replica_wake_interval` (default 1,000 µs).
+//!
+//! With `SYNC_REPLICAS=1`, it compares synchronous replication
+//! (`LogDirOptions::sync_replicas`) with asynchronous instead: no replica, then 1
+//! and 2 replicas each asynchronous and with `sync_replicas` equal to their number,
+//! in alternating order each round; it prints appends/s and the append latency
+//! (p50, p99: from calling `append` to its `Ok`) of each, and the ratios of
+//! synchronous to asynchronous with as many replicas (medians over the rounds).
+//!
+//! ```text
+//! SYNC_REPLICAS=1 cargo run --release --example replica_lag -- 3 3
+//! ```
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -38,6 +49,8 @@ const CHILD_ENV: &str = "REPLICA_LAG_CHILD";
 struct Run {
     appends_per_sec: f64,
     lags: Vec<Duration>,
+    /// Every append's latency, sorted.
+    latencies: Vec<Duration>,
 }
 
 /// The wall clock in nanoseconds, comparable between processes.
@@ -109,13 +122,14 @@ fn read_seen(child: Child) -> Result<Vec<(LogPosition, u64)>, BoxError> {
         .collect()
 }
 
-async fn run(replicas: usize, seconds: f64) -> Result<Run, BoxError> {
+async fn run(replicas: usize, sync: usize, seconds: f64) -> Result<Run, BoxError> {
     let dir = tempfile::tempdir()?;
     let wake = std::env::var("REPLICA_WAKE_US").map_or(Ok(DEFAULT_WAKE_INTERVAL), |us| {
         us.parse().map(Duration::from_micros)
     })?;
     let log = LogDir::builder()
         .replica_wake_interval(wake)
+        .sync_replicas(sync)
         .open(dir.path())
         .await?;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -144,24 +158,33 @@ async fn run(replicas: usize, seconds: f64) -> Result<Run, BoxError> {
             tokio::spawn(async move {
                 let mut n = 0u64;
                 let mut samples = Vec::new();
-                while Instant::now() < deadline {
+                let mut latencies = Vec::new();
+                loop {
+                    let called = Instant::now();
+                    if called >= deadline {
+                        break;
+                    }
                     let end = log.append(RECORD).await?;
+                    latencies.push(called.elapsed());
                     n += 1;
                     if n % SAMPLE_EVERY == 0 {
                         samples.push((end, now_ns()));
                     }
                 }
-                Ok::<_, BoxError>((n, samples))
+                Ok::<_, BoxError>((n, samples, latencies))
             })
         })
         .collect();
     let mut appends = 0;
     let mut samples = Vec::new();
+    let mut latencies = Vec::new();
     for task in tasks {
-        let (n, s) = task.await??;
+        let (n, s, l) = task.await??;
         appends += n;
         samples.extend(s);
+        latencies.extend(l);
     }
+    latencies.sort();
     let elapsed = started.elapsed().as_secs_f64();
     log.close().await?; // each serve_replica returns once all is shipped
     for s in serving {
@@ -179,6 +202,7 @@ async fn run(replicas: usize, seconds: f64) -> Result<Run, BoxError> {
     Ok(Run {
         appends_per_sec: appends as f64 / elapsed,
         lags,
+        latencies,
     })
 }
 
@@ -198,7 +222,83 @@ fn main() -> Result<(), BoxError> {
     let mut args = std::env::args().skip(1);
     let seconds: f64 = args.next().map_or(Ok(3.0), |a| a.parse())?;
     let rounds: usize = args.next().map_or(Ok(3), |a| a.parse())?;
-    tokio::runtime::Runtime::new()?.block_on(primary(seconds, rounds))
+    let runtime = tokio::runtime::Runtime::new()?;
+    if std::env::var_os("SYNC_REPLICAS").is_some() {
+        return runtime.block_on(sync_against_async(seconds, rounds));
+    }
+    runtime.block_on(primary(seconds, rounds))
+}
+
+/// Synchronous replication against asynchronous, with 1 and 2 replicas, and no
+/// replica as the bound.
+async fn sync_against_async(seconds: f64, rounds: usize) -> Result<(), BoxError> {
+    // (replicas, sync_replicas)
+    const CELLS: [(usize, usize); 5] = [(0, 0), (1, 0), (1, 1), (2, 0), (2, 2)];
+    let mut rates = vec![Vec::new(); CELLS.len()];
+    let mut p50s = vec![Vec::new(); CELLS.len()];
+    let mut p99s = vec![Vec::new(); CELLS.len()];
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..CELLS.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for cell in order {
+            let (replicas, sync) = CELLS[cell];
+            let r = run(replicas, sync, seconds).await?;
+            let (p50, p99) = (
+                percentile(&r.latencies, 0.5),
+                percentile(&r.latencies, 0.99),
+            );
+            println!(
+                "round {round}: {replicas} replicas, sync_replicas({sync}): {:>8.0} appends/s, \
+                 append p50 {p50:.2?} p99 {p99:.2?}",
+                r.appends_per_sec
+            );
+            rates[cell].push(r.appends_per_sec);
+            p50s[cell].push(p50.as_secs_f64());
+            p99s[cell].push(p99.as_secs_f64());
+        }
+    }
+    println!(
+        "medians of {rounds} rounds ({TASKS} tasks appending {} B records):",
+        RECORD.len()
+    );
+    println!("| replicas | sync_replicas | appends/s | p50 | p99 |");
+    println!("|---|---|---|---|---|");
+    for (cell, &(replicas, sync)) in CELLS.iter().enumerate() {
+        println!(
+            "| {replicas} | {sync} | {:.0} | {:.2?} | {:.2?} |",
+            median(rates[cell].clone()),
+            Duration::from_secs_f64(median(p50s[cell].clone())),
+            Duration::from_secs_f64(median(p99s[cell].clone())),
+        );
+    }
+    for (sync_cell, async_cell, replicas) in [(2, 1, 1), (4, 3, 2)] {
+        let ratio = |v: &[Vec<f64>]| -> f64 {
+            median(
+                v[sync_cell]
+                    .iter()
+                    .zip(&v[async_cell])
+                    .map(|(s, a)| s / a)
+                    .collect(),
+            )
+        };
+        println!(
+            "{replicas} synchronous against {replicas} asynchronous: appends/s {:.2}x, \
+             p50 {:.2}x, p99 {:.2}x; appends/s against no replica {:.2}x",
+            ratio(&rates),
+            ratio(&p50s),
+            ratio(&p99s),
+            median(
+                rates[sync_cell]
+                    .iter()
+                    .zip(&rates[0])
+                    .map(|(s, n)| s / n)
+                    .collect()
+            ),
+        );
+    }
+    Ok(())
 }
 
 async fn primary(seconds: f64, rounds: usize) -> Result<(), BoxError> {
@@ -208,7 +308,7 @@ async fn primary(seconds: f64, rounds: usize) -> Result<(), BoxError> {
         let order = if round % 2 == 0 { [0, 1, 4] } else { [4, 1, 0] };
         let mut rate = [0.0; 5];
         for replicas in order {
-            let r = run(replicas, seconds).await?;
+            let r = run(replicas, 0, seconds).await?;
             println!(
                 "round {round}: {replicas} replicas: {:>8.0} appends/s",
                 r.appends_per_sec

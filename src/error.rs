@@ -214,6 +214,30 @@ pub enum Error {
         /// What was wrong.
         reason: Cow<'static, str>,
     },
+
+    /// Fewer than [`sync_replicas`](crate::LogDirOptions::sync_replicas) replicas
+    /// have been connected for [`replica_timeout`](crate::LogDirOptions::replica_timeout)
+    /// or longer, so an append cannot be acknowledged as held by them. The log is not
+    /// poisoned: appends succeed again once enough replicas are back. An append
+    /// that fails with this may still be durable on the primary (and reach the
+    /// replicas later): its outcome is unknown, as after a timeout.
+    #[error("{connected} of the {needed} synchronous replicas needed are connected")]
+    ReplicasUnavailable {
+        /// How many replicas must hold each record.
+        needed: usize,
+        /// How many were connected.
+        connected: usize,
+    },
+
+    /// The other end of a replication connection did not prove the shared secret
+    /// (`LogDirOptions::replica_secret`, `Replica::set_secret`, feature
+    /// `replica-auth`), or set none while this end
+    /// requires one (or the reverse). Nothing of the log was sent or written.
+    #[error("replication peer refused: {reason}")]
+    ReplicaAuthentication {
+        /// What was wrong.
+        reason: Cow<'static, str>,
+    },
 }
 
 impl Error {

@@ -112,6 +112,9 @@ mod recordio;
 mod recovery_modes;
 #[path = "repair.rs"]
 mod repair;
+#[cfg(feature = "replica-auth")]
+#[path = "replica_auth.rs"]
+mod replica_auth;
 #[path = "replica_cancel.rs"]
 mod replica_cancel;
 #[path = "replica_crash.rs"]
@@ -120,6 +123,12 @@ mod replica_crash;
 mod replica_power_cut;
 #[path = "replica_slow_peers.rs"]
 mod replica_slow_peers;
+#[path = "replica_sync.rs"]
+mod replica_sync;
+#[path = "replica_sync_crash.rs"]
+mod replica_sync_crash;
+#[path = "replica_tls.rs"]
+mod replica_tls;
 #[path = "replication.rs"]
 mod replication;
 #[path = "rocksdb_vectors.rs"]

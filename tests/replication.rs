@@ -771,3 +771,48 @@ async fn a_seal_of_the_second_to_last_segment_number_is_refused() {
         .unwrap();
     LogDir::open(r.path()).await.unwrap().close().await.unwrap();
 }
+
+/// A replica's acknowledgement: its durable end.
+fn ack_message(end: LogPosition) -> Vec<u8> {
+    let mut m = vec![b'A'];
+    m.extend_from_slice(&end.segment.to_le_bytes());
+    m.extend_from_slice(&end.offset.to_le_bytes());
+    m
+}
+
+#[tokio::test]
+async fn acknowledgements_out_of_bounds_are_refused() {
+    let p = tempfile::tempdir().unwrap();
+    let log = primary(p.path(), &small_segments(), 0..5).await;
+    let end = log.end();
+    for acks in [
+        // Past what was sent (the log's end is all it can have been sent).
+        vec![LogPosition::new(end.segment, end.offset + 1)],
+        vec![LogPosition::new(u64::MAX, u64::MAX)],
+        // Back before the last one.
+        vec![LogPosition::new(1, 1), LogPosition::new(1, 0)],
+        // Before where the replica started.
+        vec![LogPosition::START],
+    ] {
+        let (a, mut peer) = tokio::io::duplex(1 << 20);
+        let served = tokio::spawn({
+            let log = log.clone();
+            async move { log.serve_replica(a).await }
+        });
+        hello(&mut peer, REPLICATION_PROTOCOL_VERSION, LogPosition::START).await;
+        for ack in &acks {
+            peer.write_all(&ack_message(*ack)).await.unwrap();
+        }
+        let result = tokio::time::timeout(Duration::from_secs(10), async {
+            let mut sink = vec![0u8; 1 << 16];
+            while peer.read(&mut sink).await.unwrap_or(0) != 0 {}
+            served.await.unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(
+            matches!(result, Err(Error::ReplicaProtocol { .. })),
+            "{acks:?}: {result:?}"
+        );
+    }
+}

@@ -8,6 +8,7 @@ mod history;
 mod listing;
 mod lock;
 mod position;
+mod quorum;
 mod reader;
 mod recovery;
 mod recycle;
@@ -73,6 +74,9 @@ pub struct LogDirOptions {
     replica_retain_bytes: Option<u64>,
     replica_timeout: Duration,
     replica_wake_interval: Duration,
+    sync_replicas: usize,
+    #[cfg(feature = "replica-auth")]
+    replica_secret: Option<replica::auth::Secret>,
     recycle_segments: usize,
     dialect: Dialect,
     storage: Arc<dyn DirStorage>,
@@ -89,6 +93,7 @@ impl fmt::Debug for LogDirOptions {
             .field("replica_retain_bytes", &self.replica_retain_bytes)
             .field("replica_timeout", &self.replica_timeout)
             .field("replica_wake_interval", &self.replica_wake_interval)
+            .field("sync_replicas", &self.sync_replicas)
             .field("recycle_segments", &self.recycle_segments)
             .field("dialect", &self.dialect)
             .field("name", &self.name)
@@ -106,6 +111,9 @@ impl Default for LogDirOptions {
             replica_retain_bytes: None,
             replica_timeout: replica::DEFAULT_TIMEOUT,
             replica_wake_interval: wake::DEFAULT_WAKE_INTERVAL,
+            sync_replicas: 0,
+            #[cfg(feature = "replica-auth")]
+            replica_secret: None,
             recycle_segments: 0,
             dialect: Dialect::LevelDb,
             storage: Arc::new(OsDirStorage),
@@ -243,6 +251,56 @@ impl LogDirOptions {
     /// sent at once. `Duration::ZERO` sends every commit as it is made durable.
     pub fn replica_wake_interval(&mut self, interval: Duration) -> &mut Self {
         self.replica_wake_interval = interval;
+        self
+    }
+
+    /// Acknowledge an append (and an [`append_batch`](LogDir::append_batch)) only
+    /// once its records are durable on the primary *and* on `n` connected replicas
+    /// (default 0: replication is asynchronous). Each replica served by
+    /// [`LogDir::serve_replica`] acknowledges its own durable end after each sync;
+    /// [`LogDir::replicated_end`] watches the end `n` of them hold. Group commit
+    /// keeps working: the records of one commit travel together and one
+    /// acknowledgement of each replica serves them all.
+    ///
+    /// When fewer than `n` replicas have been connected for
+    /// [`replica_timeout`](Self::replica_timeout) or longer (counted from
+    /// [`open`](Self::open), and from the moment the count last fell below `n`),
+    /// appends fail with [`Error::ReplicasUnavailable`], those waiting and new ones
+    /// alike, never acknowledged as replicated when they are not; they succeed
+    /// again once enough replicas are back. A replica that owes an acknowledgement
+    /// for `replica_timeout` is disconnected, so a stalled one counts as gone.
+    ///
+    /// A failed append's outcome is unknown: its record is written on the primary
+    /// before the wait (it may be durable there, and reaches the replicas once
+    /// they return, as every record does), and the log is not poisoned. Treat the
+    /// error as a timeout: retry idempotently, or read the log back.
+    ///
+    /// The cost: every append waits for a network round trip and a sync on the
+    /// replica as well as its own sync (see the figures of `examples/replica_lag`
+    /// with `SYNC_REPLICAS`).
+    pub fn sync_replicas(&mut self, n: usize) -> &mut Self {
+        self.sync_replicas = n;
+        self
+    }
+
+    /// Require every replica served by [`LogDir::serve_replica`] to prove it knows
+    /// `secret`, and prove it to them in turn, before anything else is said
+    /// (feature `replica-auth`): a challenge answered with an HMAC-SHA256 of both
+    /// ends' random nonces, compared in constant time; the secret never crosses the
+    /// wire. A peer without it fails with [`Error::ReplicaAuthentication`] before
+    /// it can read the log's end, pin a segment or be sent a byte of the log; a
+    /// replica given the secret ([`Replica::set_secret`]) refuses a primary that
+    /// does not know it, so a fake primary cannot feed it records. Set the same
+    /// secret on both ends (32 random bytes, say).
+    ///
+    /// This keeps out strays and impostors, not an attacker on the path of a live
+    /// connection (the messages after the handshake carry no MAC, and travel in
+    /// the clear): over a network you do not trust, run replication over TLS with
+    /// client certificates (see `examples/replicate_tls.rs`), with or without a
+    /// secret.
+    #[cfg(feature = "replica-auth")]
+    pub fn replica_secret(&mut self, secret: impl AsRef<[u8]>) -> &mut Self {
+        self.replica_secret = Some(replica::auth::Secret::new(secret.as_ref()));
         self
     }
 
@@ -514,6 +572,10 @@ impl LogDirOptions {
                 purging: tokio::sync::Mutex::new(()),
                 lock: Mutex::new(Some(lock)),
                 observer,
+                quorum: Arc::new(quorum::Quorum::new(
+                    self.sync_replicas,
+                    self.replica_timeout,
+                )),
             }),
         })
     }
@@ -625,6 +687,8 @@ pub(crate) struct Inner {
     lock: Mutex<Option<std::fs::File>>,
     /// Events and metrics (features `tracing`, `metrics`).
     observer: DirObserver,
+    /// Synchronous replicas' acknowledgements.
+    quorum: Arc<quorum::Quorum>,
 }
 
 impl Inner {
@@ -638,6 +702,10 @@ impl Inner {
 
     pub(crate) fn subscribe(&self) -> watch::Receiver<LogPosition> {
         self.end.subscribe()
+    }
+
+    pub(crate) fn quorum(&self) -> &Arc<quorum::Quorum> {
+        &self.quorum
     }
 
     /// Raises the published durable end to `position` (never lowers it: appends
@@ -920,6 +988,7 @@ impl LogDir {
             .options
             .new_segment_format(0)
             .max_encoded_len(record.len()) as u64;
+        self.inner.quorum.check()?;
         let active = self.reserve(estimate).await?;
         let position = active.writer()?.append(record).await?;
         let end = LogPosition::new(active.segment, position.end);
@@ -928,6 +997,9 @@ impl LogDir {
             active.segment,
             batch_end.max(position.end),
         ));
+        // Rotation, truncation and close go on while the replicas are waited for.
+        drop(active);
+        self.inner.quorum.wait(end).await?;
         Ok(end)
     }
 
@@ -1003,6 +1075,7 @@ impl LogDir {
             }
             estimate = estimate.saturating_add(format.max_encoded_len(len) as u64);
         }
+        self.inner.quorum.check()?;
         let active = self.reserve(estimate).await?;
         let positions = active.writer()?.append_batch(&records).await?;
         let segment = active.segment;
@@ -1010,6 +1083,11 @@ impl LogDir {
         let batch_end = *active.durable.borrow();
         self.inner
             .publish(LogPosition::new(segment, batch_end.max(last)));
+        drop(active);
+        self.inner
+            .quorum
+            .wait(LogPosition::new(segment, last))
+            .await?;
         Ok(positions
             .into_iter()
             .map(|p| LogPosition::new(segment, p.start)..LogPosition::new(segment, p.end))
@@ -1428,6 +1506,7 @@ impl LogDir {
             catalog.truncations.push(pos);
             catalog.history = decided;
         }
+        self.inner.quorum.truncated(pos);
         self.inner.end.send_replace(pos);
         Ok(())
     }
@@ -1470,6 +1549,20 @@ impl LogDir {
     /// [`truncate_after`](Self::truncate_after). Wait on it instead of polling.
     pub fn durable_end(&self) -> watch::Receiver<LogPosition> {
         self.inner.subscribe()
+    }
+
+    /// The end of the log that [`sync_replicas`](LogDirOptions::sync_replicas)
+    /// (`n`) connected replicas hold, from their acknowledgements since this
+    /// `LogDir` was opened (000000:0 before `n` of them acknowledged anything): an
+    /// append with `n > 0` returns `Ok` once this reached its record's end. It only
+    /// moves on, but for a [`truncate_after`](Self::truncate_after) below it. With
+    /// `n = 0` it is the [`durable_end`](Self::durable_end).
+    pub fn replicated_end(&self) -> watch::Receiver<LogPosition> {
+        if self.inner.quorum.is_sync() {
+            self.inner.quorum.subscribe()
+        } else {
+            self.inner.subscribe()
+        }
     }
 
     /// Where the log ends now (durably).

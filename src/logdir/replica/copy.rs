@@ -93,6 +93,9 @@ pub struct Replica {
     timeout: Duration,
     /// The directory's file-system steps (a simulator's in the power-cut tests).
     storage: Arc<dyn DirStorage>,
+    /// The secret a primary must prove it knows (feature `replica-auth`).
+    #[cfg(feature = "replica-auth")]
+    secret: Option<super::auth::Secret>,
     /// Closed once the directory work in flight is done: the work of a call that
     /// was dropped runs on (a blocking thread cannot be stopped), and no later
     /// call touches the directory, nor lets another open it, before it ends.
@@ -157,6 +160,8 @@ impl Replica {
             end: watch::channel(LogPosition::START).0,
             timeout: wire::DEFAULT_TIMEOUT,
             storage,
+            #[cfg(feature = "replica-auth")]
+            secret: None,
             in_flight: None,
             settled: false,
         };
@@ -276,6 +281,17 @@ impl Replica {
         self
     }
 
+    /// Require the primary to prove it knows `secret`, and prove it in turn, before
+    /// anything else is said (feature `replica-auth`; see
+    /// [`LogDirOptions::replica_secret`] for the primary's side): a primary that
+    /// does not know it fails [`sync_from`](Self::sync_from) with
+    /// [`Error::ReplicaAuthentication`] before a byte is written.
+    #[cfg(feature = "replica-auth")]
+    pub fn set_secret(&mut self, secret: impl AsRef<[u8]>) -> &mut Self {
+        self.secret = Some(super::auth::Secret::new(secret.as_ref()));
+        self
+    }
+
     /// The replica's directory.
     pub fn path(&self) -> &Path {
         &self.dir
@@ -348,6 +364,17 @@ impl Replica {
         // Buffered, so the replica can tell whether more has already arrived: it
         // syncs once the primary has nothing more in flight, not per message.
         let mut rd = tokio::io::BufReader::with_capacity(wire::MAX_DATA, rd);
+        #[cfg(feature = "replica-auth")]
+        if let Some(secret) = &self.secret {
+            super::auth::handshake(
+                &mut rd,
+                &mut wr,
+                secret,
+                super::auth::Role::Replica,
+                self.timeout,
+            )
+            .await?;
+        }
         let position = if self.is_empty() {
             LogPosition::START
         } else {
@@ -371,7 +398,13 @@ impl Replica {
             .await?
             .check(false)?;
         let mut stream: Option<Stream> = None;
-        let result = self.pull(&mut rd, &mut stream).await;
+        // Nothing before the primary's first segment message: until then the
+        // replica's end may not be a position of the primary's (a new replica).
+        let mut acker = Acker {
+            acked: Some(self.end()),
+            live: true,
+        };
+        let result = self.pull(&mut rd, &mut wr, &mut acker, &mut stream).await;
         // Whatever ended the pull, what was written is made durable and reported,
         // so the next connection resumes exactly there.
         if let Some(stream) = stream.as_mut() {
@@ -380,12 +413,18 @@ impl Replica {
         result.map(|()| self.end())
     }
 
-    async fn pull<R: AsyncRead + Unpin>(
+    async fn pull<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         &mut self,
         rd: &mut tokio::io::BufReader<R>,
+        wr: &mut W,
+        acker: &mut Acker,
         stream: &mut Option<Stream>,
     ) -> Result<(), Error> {
         loop {
+            // The primary learns each durable end (synchronous replicas), and that
+            // the replica is alive: after its first segment message, after each
+            // heartbeat, and whenever the end moved.
+            acker.ack(wr, self.end(), self.timeout).await;
             let message = match tokio::time::timeout(self.timeout, wire::read_message(rd)).await {
                 Err(_) => return Err(wire::protocol("no message from the primary in time")),
                 // The connection ended, between messages or inside one.
@@ -394,13 +433,14 @@ impl Replica {
                 Ok(Ok(Some(message))) => message,
             };
             match message {
-                Message::Heartbeat => {}
+                Message::Heartbeat => acker.acked = None,
                 Message::Refused(refusal) => return Err(refusal.into_error()),
                 Message::Segment { segment, offset } => {
                     if stream.is_some() {
                         return Err(wire::protocol("a segment started inside another"));
                     }
                     *stream = Some(self.start_segment(segment, offset).await?);
+                    acker.acked = None;
                 }
                 Message::Data(bytes) => {
                     let Some(current) = stream.as_mut() else {
@@ -669,6 +709,38 @@ impl Replica {
         let log = options.open(dir).await?;
         log.begin_epoch().await?;
         Ok(log)
+    }
+}
+
+/// Sends the replica's acknowledgements of its durable end.
+struct Acker {
+    /// The end last acknowledged; `None`: acknowledge even if it did not move.
+    acked: Option<LogPosition>,
+    /// Cleared once a write failed or timed out: the primary is gone or reads
+    /// nothing, and what it sends (or its silence) ends the connection.
+    live: bool,
+}
+
+impl Acker {
+    async fn ack<W: AsyncWrite + Unpin>(
+        &mut self,
+        wr: &mut W,
+        end: LogPosition,
+        timeout: Duration,
+    ) {
+        if !self.live || self.acked == Some(end) {
+            return;
+        }
+        let bytes = wire::encode_ack(end);
+        let sent = tokio::time::timeout(timeout, async {
+            wr.write_all(&bytes).await?;
+            wr.flush().await
+        })
+        .await;
+        match sent {
+            Ok(Ok(())) => self.acked = Some(end),
+            _ => self.live = false,
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! primary, [`Replica`] on the copy, over any byte stream (TCP, TLS, a Unix
 //! socket, `tokio::io::duplex`).
 //!
-//! # Protocol (version 1)
+//! # Protocol (version 2)
 //!
 //! Each end first sends a hello, before reading the other's, so a version mismatch
 //! is seen on both ends ([`Error::ReplicaVersion`](crate::Error::ReplicaVersion)):
@@ -16,8 +16,8 @@
 //!           primary: its durable end (for information)
 //! ```
 //!
-//! Then only the primary speaks (a replica that sends anything more is refused),
-//! in messages of a tag byte and fixed fields, little-endian:
+//! Then the primary sends the log, in messages of a tag byte and fixed fields,
+//! little-endian:
 //!
 //! ```text
 //! 'S' segment u64 offset u64   the bytes that follow are of this segment, from offset on:
@@ -31,6 +31,24 @@
 //! 'X' code u8 pos pos          refusal, then the primary hangs up: 1 too far behind
 //!                              (first available), 2 diverged (replica, primary), 3 protocol
 //! ```
+//!
+//! and the replica sends only acknowledgements of its durable end (any other byte
+//! is refused), used by [`LogDirOptions::sync_replicas`](crate::LogDirOptions::sync_replicas)
+//! and [`LogDir::replicated_end`](crate::LogDir::replicated_end):
+//!
+//! ```text
+//! 'A' segment u64 offset u64   the replica's durable end (synced): after the primary's
+//!                              first 'S', after each heartbeat, and whenever it moved;
+//!                              never before the replica's resume position, never back,
+//!                              never past the bytes the primary sent (each checked:
+//!                              out of bounds is a protocol error)
+//! ```
+//!
+//! A replica acknowledges once per sync, and syncs once what arrived is written
+//! (not per message): one round trip serves a whole commit of the primary. A
+//! replica that acknowledges nothing for the primary's timeout (heartbeats
+//! included) is cut off, so a stalled replica never holds synchronous appends
+//! longer than that.
 //!
 //! The log format is the wire format: the data messages carry the raw bytes of the
 //! primary's segment files, and only bytes already durable there (a replica must
@@ -85,6 +103,8 @@
 //! [`Error::ReplicaTooFarBehind`](crate::Error::ReplicaTooFarBehind), and no byte
 //! read after the release is sent.
 
+#[cfg(feature = "replica-auth")]
+pub(crate) mod auth;
 mod copy;
 mod primary;
 mod wire;

@@ -1,11 +1,13 @@
 //! The primary's side: [`LogDir::serve_replica`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
 
 use super::wire::{self, Hello, Message, Refusal, PROTOCOL_VERSION};
+use crate::logdir::quorum::Member;
 use crate::logdir::segment::segment_path;
 use crate::logdir::wake::DurableWatch;
 use crate::logdir::{Catalog, Inner, LogDir};
@@ -85,12 +87,24 @@ impl LogDir {
             });
         }
         let (mut rd, mut wr) = tokio::io::split(conn);
+        let timeout = self.inner.options.replica_timeout;
+        // Before anything is said of the log: a stray peer learns not even its end.
+        #[cfg(feature = "replica-auth")]
+        if let Some(secret) = &self.inner.options.replica_secret {
+            super::auth::handshake(
+                &mut rd,
+                &mut wr,
+                secret,
+                super::auth::Role::Primary,
+                timeout,
+            )
+            .await?;
+        }
         let hello = Hello {
             version: PROTOCOL_VERSION,
             from_replica: false,
             position: self.end(),
         };
-        let timeout = self.inner.options.replica_timeout;
         // Both hellos go out before either is read, so a version mismatch is seen
         // on both ends.
         match tokio::time::timeout(timeout, send(&mut wr, &hello.encode())).await {
@@ -109,10 +123,14 @@ impl LogDir {
                 if let Some(refusal) = Refusal::from_error(&e) {
                     // Timed too: a replica that stalled takes no refusal either.
                     let _ = timed_write(&mut wr, &Message::Refused(refusal), timeout).await;
+                    hang_up(&mut rd, &mut wr, wire::heartbeat(timeout)).await;
                 }
                 Err(e)
             }
-            Ok(()) => Ok(stats),
+            Ok(()) => {
+                hang_up(&mut rd, &mut wr, timeout).await;
+                Ok(stats)
+            }
         }
     }
 
@@ -150,6 +168,8 @@ impl LogDir {
         ))
     }
 
+    /// Ships to the replica while reading its acknowledgements, until either
+    /// ends.
     async fn ship(
         &self,
         replica: LogPosition,
@@ -157,20 +177,77 @@ impl LogDir {
         wr: &mut (impl AsyncWrite + Unpin),
         stats: &mut ShipStats,
     ) -> Result<(), Error> {
+        let truncations_seen = self.inner.catalog().truncations.len();
+        let (from, pin) = self.pin_for_replica(replica)?;
+        stats.from = from;
+        stats.to = from;
+        // Counted as connected from here (its handshake passed) until it goes.
+        let member = self.inner.quorum().join();
+        let acks = Acks {
+            sent: Mutex::new(from),
+            acked: watch::channel(from).0,
+            member,
+        };
+        tokio::select! {
+            shipped = self.send(from, pin, truncations_seen, wr, stats, &acks) => shipped,
+            read = self.read_acks(from, rd, &acks) => read,
+        }
+    }
+
+    /// Reads the replica's acknowledgements of its durable end: each at least the
+    /// last, at most what was sent. A replica that acknowledges nothing for
+    /// [`replica_timeout`](crate::LogDirOptions::replica_timeout) (it answers each
+    /// heartbeat) is cut off. Returns when the replica goes away.
+    async fn read_acks(
+        &self,
+        from: LogPosition,
+        rd: &mut (impl AsyncRead + Unpin),
+        acks: &Acks,
+    ) -> Result<(), Error> {
+        let timeout = self.inner.options.replica_timeout;
+        let mut last = from;
+        loop {
+            let end = match tokio::time::timeout(timeout, wire::read_ack(rd)).await {
+                Err(_) => {
+                    return Err(wire::protocol(
+                        "no acknowledgement from the replica in time",
+                    ))
+                }
+                // The replica went away, between messages or inside one.
+                Ok(Ok(None)) | Ok(Err(Error::Io(_))) => return Ok(()),
+                Ok(Err(e)) => return Err(e),
+                Ok(Ok(Some(end))) => end,
+            };
+            let sent = *acks.sent.lock().unwrap_or_else(PoisonError::into_inner);
+            if end < last || end > sent {
+                return Err(wire::protocol(
+                    "an acknowledgement before the last one or past what was sent",
+                ));
+            }
+            last = end;
+            acks.member.ack(end);
+            acks.acked.send_replace(end);
+        }
+    }
+
+    async fn send(
+        &self,
+        from: LogPosition,
+        mut pin: Pin,
+        truncations_seen: usize,
+        wr: &mut (impl AsyncWrite + Unpin),
+        stats: &mut ShipStats,
+        acks: &Acks,
+    ) -> Result<(), Error> {
         let timeout = self.inner.options.replica_timeout;
         let mut end_rx = DurableWatch::new(
             self.inner.subscribe(),
             self.inner.options.replica_wake_interval,
         );
-        let truncations_seen = self.inner.catalog().truncations.len();
-        let (from, mut pin) = self.pin_for_replica(replica)?;
-        stats.from = from;
-        stats.to = from;
         let mut segment = from.segment;
         let mut sent = from.offset;
         // A data message's header, then its bytes, read in place: one write each.
         let mut buf = Some(vec![0u8; wire::DATA_HEADER_LEN + SHIP_CHUNK]);
-        let mut probe = [0u8; 1];
         'segments: loop {
             // Without touching its access time: the writer modifies the segment
             // between any two reads (see `open_to_read`).
@@ -232,6 +309,9 @@ impl LogDir {
                     // read while it was still held are the segment's.
                     released(&self.inner.catalog(), segment)?;
                     wire::put_data_header(&mut message[..wire::DATA_HEADER_LEN + n]);
+                    // Raised before the write: the replica may acknowledge the bytes
+                    // before the write returns.
+                    acks.sent_to(LogPosition::new(segment, sent + n as u64));
                     let written = tokio::time::timeout(timeout, async {
                         wr.write_all(&message[..wire::DATA_HEADER_LEN + n]).await?;
                         wr.flush().await
@@ -250,6 +330,7 @@ impl LogDir {
                 }
                 if sealed {
                     let message = Message::Sealed { len: limit };
+                    acks.sent_to(LogPosition::new(segment + 1, 0));
                     match timed_write(wr, &message, timeout).await {
                         Ok(()) => {}
                         Err(Error::Io(_)) => return Ok(()),
@@ -265,6 +346,12 @@ impl LogDir {
                     continue 'segments;
                 }
                 if self.is_closed() && end_rx.peek() == end {
+                    if self.inner.quorum().is_sync() {
+                        // Appends still waiting for this replica's acknowledgement of
+                        // the last bytes get it before the connection ends.
+                        let mut acked = acks.acked.subscribe();
+                        let _ = tokio::time::timeout(timeout, acked.wait_for(|&a| a >= here)).await;
+                    }
                     return Ok(());
                 }
                 tokio::select! {
@@ -272,12 +359,6 @@ impl LogDir {
                         if changed.is_err() {
                             return Ok(());
                         }
-                    }
-                    read = rd.read(&mut probe) => {
-                        return match read {
-                            Ok(0) | Err(_) => Ok(()),
-                            Ok(_) => Err(wire::protocol("the replica sent bytes after its hello")),
-                        };
                     }
                     _ = tokio::time::sleep(wire::heartbeat(timeout)) => {
                         if timed_write(wr, &Message::Heartbeat, timeout).await.is_err() {
@@ -315,6 +396,41 @@ fn released(catalog: &Catalog, segment: u64) -> Result<(), Error> {
         });
     }
     Ok(())
+}
+
+/// Ends the connection without losing what was sent: the write side is shut (the
+/// replica reads to the end, then hangs up) and the replica's acknowledgements
+/// are read until it does, for at most `timeout`. A TCP socket closed with unread
+/// bytes in it is reset, and a reset can discard the last bytes sent before the
+/// replica read them.
+async fn hang_up(
+    rd: &mut (impl AsyncRead + Unpin),
+    wr: &mut (impl AsyncWrite + Unpin),
+    timeout: Duration,
+) {
+    let _ = tokio::time::timeout(timeout, async {
+        let _ = wr.shutdown().await;
+        let mut sink = [0u8; 256];
+        while let Ok(1..) = rd.read(&mut sink).await {}
+    })
+    .await;
+}
+
+/// What one replica acknowledged, and what it may acknowledge.
+struct Acks {
+    /// The end of what was sent (or is being sent): the most the replica may
+    /// acknowledge.
+    sent: Mutex<LogPosition>,
+    /// The replica's last acknowledged end.
+    acked: watch::Sender<LogPosition>,
+    /// Its place among the synchronous replicas.
+    member: Member,
+}
+
+impl Acks {
+    fn sent_to(&self, end: LogPosition) {
+        *self.sent.lock().unwrap_or_else(PoisonError::into_inner) = end;
+    }
 }
 
 /// Writes a message; a replica that takes nothing for `timeout` is a protocol

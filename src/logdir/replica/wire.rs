@@ -9,7 +9,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::{Error, LogPosition};
 
 /// The protocol version this build speaks, sent first by both ends.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The first bytes of each end's hello: not a log, not anything else.
 pub(crate) const MAGIC: [u8; 8] = *b"WALCREPL";
@@ -60,6 +60,11 @@ impl Hello {
     /// so both ends see the mismatch).
     pub(crate) fn decode(bytes: &[u8; HELLO_LEN]) -> Result<Hello, Error> {
         let mut buf = &bytes[..];
+        if buf[..8] == *b"WALCAUTH" {
+            return Err(Error::ReplicaAuthentication {
+                reason: "the peer requires a shared secret (set the same one on both ends)".into(),
+            });
+        }
         if buf[..8] != MAGIC {
             return Err(protocol(
                 "the peer's hello is not a walcodec replication hello",
@@ -218,6 +223,39 @@ pub(crate) fn encode_header(message: &Message, out: &mut BytesMut) {
     }
 }
 
+/// The tag of the replica's only message after its hello.
+const ACK: u8 = b'A';
+
+/// Bytes of an acknowledgement: the tag and a position.
+pub(crate) const ACK_LEN: usize = 1 + 16;
+
+/// The replica's acknowledgement of its durable end.
+pub(crate) fn encode_ack(end: LogPosition) -> [u8; ACK_LEN] {
+    let mut out = [0u8; ACK_LEN];
+    let mut buf = &mut out[..];
+    buf.put_u8(ACK);
+    buf.put_u64_le(end.segment);
+    buf.put_u64_le(end.offset);
+    out
+}
+
+/// Reads the replica's next acknowledgement; `Ok(None)` when the connection ended
+/// between two. The caller checks the position against what it sent.
+pub(crate) async fn read_ack<R: AsyncRead + Unpin>(
+    conn: &mut R,
+) -> Result<Option<LogPosition>, Error> {
+    let mut tag = [0u8; 1];
+    if conn.read(&mut tag).await? == 0 {
+        return Ok(None);
+    }
+    if tag[0] != ACK {
+        return Err(protocol("the replica sent a message of an unknown type"));
+    }
+    let segment = read_u64(conn).await?;
+    let offset = read_u64(conn).await?;
+    Ok(Some(LogPosition::new(segment, offset)))
+}
+
 /// Writes a whole message.
 pub(crate) async fn write_message<W: AsyncWrite + Unpin>(
     conn: &mut W,
@@ -352,6 +390,32 @@ mod tests {
             );
         }
         assert_eq!(read_message(&mut input).await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn acks_round_trip_and_other_messages_are_refused() {
+        let mut wire = Vec::new();
+        wire.extend_from_slice(&encode_ack(LogPosition::new(3, 77)));
+        wire.extend_from_slice(&encode_ack(LogPosition::new(u64::MAX, u64::MAX)));
+        let mut input = &wire[..];
+        assert_eq!(
+            read_ack(&mut input).await.unwrap(),
+            Some(LogPosition::new(3, 77))
+        );
+        assert_eq!(
+            read_ack(&mut input).await.unwrap(),
+            Some(LogPosition::new(u64::MAX, u64::MAX))
+        );
+        assert_eq!(read_ack(&mut input).await.unwrap(), None);
+        assert!(matches!(
+            read_ack(&mut &b"H"[..]).await,
+            Err(Error::ReplicaProtocol { .. })
+        ));
+        // Cut inside one: the connection ended, not a protocol error.
+        assert!(matches!(
+            read_ack(&mut &encode_ack(LogPosition::new(1, 2))[..9]).await,
+            Err(Error::Io(_))
+        ));
     }
 
     #[tokio::test]
