@@ -77,3 +77,9 @@ mod writer;
 pub use error::Error;
 pub use reader::{LogReader, MAX_READ_BYTES};
 pub use store::{LogStore, LogStoreBuilder};
+
+// Every Rust snippet of the workspace's README is compiled as a test here: its
+// examples use both crates, as a user's program would.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+mod readme {}
