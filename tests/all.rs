@@ -87,6 +87,8 @@ mod logdir_model;
 mod logdir_pebble;
 #[path = "logdir_power_cut.rs"]
 mod logdir_power_cut;
+#[path = "logdir_power_cut_ops.rs"]
+mod logdir_power_cut_ops;
 #[path = "logdir_recycle.rs"]
 mod logdir_recycle;
 #[path = "owned_items.rs"]
@@ -137,6 +139,10 @@ mod tailing;
 mod tailing_cut;
 #[path = "tailing_in_place.rs"]
 mod tailing_in_place;
+#[path = "tailing_purge.rs"]
+mod tailing_purge;
+#[path = "tailing_rewrite.rs"]
+mod tailing_rewrite;
 #[path = "tailing_seam.rs"]
 mod tailing_seam;
 #[path = "wake_interval.rs"]

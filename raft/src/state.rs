@@ -178,7 +178,32 @@ impl<C: RaftTypeConfig> State<C> {
             state.purge(purged);
         }
         state.check_consecutive()?;
+        state.clamp_committed(log.path());
         Ok(state)
+    }
+
+    /// A committed id past the last entry names an entry that is not there:
+    /// openraft would apply up to it at start and fail. This store writes a
+    /// committed id after the entries it names, so that only a log written
+    /// otherwise (by an older version, which put it first in its batch, cut by a
+    /// power failure) holds one; every entry up to the last one kept was
+    /// committed then, so the last entry (or the purged id) is.
+    fn clamp_committed(&mut self, path: &std::path::Path) {
+        let last = self.last_log_id();
+        let past = match (&self.committed, &last) {
+            (Some(committed), Some(last)) => committed.index > last.index,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if past {
+            tracing::warn!(
+                path = %path.display(),
+                committed = ?self.committed,
+                last = ?last,
+                "committed log id past the last entry of the log: lowered to the last entry"
+            );
+            self.committed = last;
+        }
     }
 
     /// Entries must follow each other from the purged id on.

@@ -123,7 +123,9 @@ impl<C: RaftTypeConfig> LogStoreBuilder<C> {
 ///   and [`purge`](RaftLogStorage::purge) return once durable;
 ///   [`save_committed`](RaftLogStorage::save_committed) does not wait: the id is
 ///   written with the next write or at [`close`](Self::close) (openraft allows
-///   losing it in a crash).
+///   losing it in a crash), in call order like every write, so never ahead of
+///   the entries it names (replay lowers a committed id past the last entry, as
+///   a log written otherwise could hold, to that entry, with a warning).
 ///
 /// After a failed write the store is poisoned: every later write fails; reopen it.
 pub struct LogStore<C: RaftTypeConfig> {

@@ -115,23 +115,9 @@ impl<C: RaftTypeConfig> Writer<C> {
 
     /// Writes the records of `ops` as one batch and answers each op.
     async fn write(&mut self, ops: Vec<Op<C>>) {
-        let mut records = Vec::new();
-        for op in &ops {
-            match op {
-                Op::Append { records: r, .. } | Op::Write { records: r, .. } => {
-                    records.extend(r.iter().cloned())
-                }
-                Op::Committed(committed) => self.committed = Some(committed.clone()),
-                // Taken off the batch by `run`.
-                Op::Close(_) => {}
-            }
-        }
         let result = match &self.failure {
             Some(failure) => Err(Arc::clone(failure)),
-            // Only committed ids (kept for the next write) or empty appends, whose
-            // callbacks may fire now: every earlier batch is durable.
-            None if records.is_empty() => Ok(Vec::new()),
-            None => self.append(records).await.map_err(|e| {
+            None => self.append(&ops).await.map_err(|e| {
                 let e = Arc::new(e);
                 self.failure = Some(Arc::clone(&e));
                 e
@@ -153,20 +139,60 @@ impl<C: RaftTypeConfig> Writer<C> {
         }
     }
 
-    /// Appends `records`, after the committed id when it changed.
-    async fn append(
-        &mut self,
-        mut records: Vec<Arc<[u8]>>,
-    ) -> Result<Vec<Range<LogPosition>>, Error> {
-        let committed = self.committed.take();
-        if let Some(committed) = &committed {
-            records.insert(0, record::committed::<C>(committed)?.into());
+    /// Appends the records of `ops` in call order, the committed ids among them
+    /// where they were given: a power cut keeps a prefix of a batch, and a
+    /// committed id written ahead of the entries it names could outlive them.
+    /// Returns the ranges of the ops' own records (committed ids left out).
+    ///
+    /// A batch of nothing but committed ids writes nothing: the last of them is
+    /// kept for the next batch (or the close), where it goes first, which is its
+    /// place in call order.
+    async fn append(&mut self, ops: &[Op<C>]) -> Result<Vec<Range<LogPosition>>, Error> {
+        let has_records = ops.iter().any(|op| op.bytes() > 0);
+        if !has_records {
+            for op in ops {
+                if let Op::Committed(committed) = op {
+                    self.committed = Some(committed.clone());
+                }
+            }
+            // Empty appends' callbacks may fire now: every earlier batch is
+            // durable.
+            return Ok(Vec::new());
         }
-        let mut ranges = self.log.append_batch(records).await?;
-        if committed.is_some() {
-            ranges.remove(0);
+        let mut records: Vec<Arc<[u8]>> = Vec::new();
+        // Which records are committed ids, whose ranges nobody waits for.
+        let mut is_committed = Vec::new();
+        let mut pending = self.committed.take();
+        for op in ops {
+            match op {
+                Op::Append { records: r, .. } | Op::Write { records: r, .. } => {
+                    if r.is_empty() {
+                        continue;
+                    }
+                    // Only the last of a run of committed ids matters.
+                    if let Some(committed) = pending.take() {
+                        records.push(record::committed::<C>(&committed)?.into());
+                        is_committed.push(true);
+                    }
+                    records.extend(r.iter().cloned());
+                    is_committed.extend(r.iter().map(|_| false));
+                }
+                Op::Committed(committed) => pending = Some(committed.clone()),
+                // Taken off the batch by `run`.
+                Op::Close(_) => {}
+            }
         }
-        Ok(ranges)
+        // A committed id after the last entry of the batch still costs no sync.
+        if let Some(committed) = pending {
+            records.push(record::committed::<C>(&committed)?.into());
+            is_committed.push(true);
+        }
+        let ranges = self.log.append_batch(records).await?;
+        Ok(ranges
+            .into_iter()
+            .zip(is_committed)
+            .filter_map(|(range, committed)| (!committed).then_some(range))
+            .collect())
     }
 
     /// The batch is durable: entries still in the index now point into the log

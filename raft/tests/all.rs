@@ -23,6 +23,8 @@ macro_rules! child_test_name {
 mod power_support;
 mod support;
 
+#[path = "committed_order.rs"]
+mod committed_order;
 #[path = "crash.rs"]
 mod crash;
 #[path = "durability.rs"]

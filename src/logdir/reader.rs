@@ -31,6 +31,24 @@
 //! removed, or rewritten below that end fails the reader with
 //! [`Error::TruncatedUnderReader`], naming it; bytes after it that changed are read
 //! again.
+//!
+//! That check runs before a read, so it cannot see a rewrite between two reads
+//! while catching up (every read full, none at the file's end). A record is
+//! checked on its own when it was put together from more than one read (it starts
+//! before the last read did, its first bytes held in the buffer or the decoder
+//! from an earlier one): the file must still hold every byte of it, else the log
+//! was cut and written again between the reads and the record would join an old
+//! start to a new end; that is [`Error::TruncatedUnderReader`], never a record. A
+//! record inside one read is what the file held when it was read. So the check
+//! costs one read of a record's bytes per read of the file at most, and nothing
+//! for the records inside a read.
+//!
+//! A purge by the writer's process may take the segment such a reader just
+//! finished (a consumer's checkpoint at the reader's position): when its file is
+//! gone, the `PURGED` file (written before anything is removed) says how far the
+//! purge went. At or before the reader's position, nothing it had not returned
+//! went and it goes on with the next segment; past it, it fails with
+//! [`Error::Purged`].
 
 use std::fmt;
 use std::future::Future;
@@ -91,9 +109,13 @@ pub struct DirRecord {
 /// A reader fails (and then ends) rather than yield a record that is no longer in
 /// the log: [`Error::TruncatedUnderReader`] when the log was cut before where it
 /// had read (in another process: when the segment file being read was cut,
-/// replaced, removed or rewritten in place), [`Error::Purged`] or
-/// [`Error::MissingSegment`] when the next segment is gone, [`Error::BadSegment`]
-/// on damage.
+/// replaced, removed or rewritten in place, or rewritten under a record it was
+/// putting together), [`Error::Purged`] or [`Error::MissingSegment`] when the next
+/// segment is gone, [`Error::BadSegment`] on damage. Every record it returns was,
+/// byte for byte, in the log at one moment. A purge up to its position (a
+/// consumer's checkpoint) never fails it, even when it takes the segment it was
+/// reading; only one that took records it had not returned does
+/// ([`Error::Purged`]).
 ///
 /// ```
 /// # #[tokio::main]
@@ -390,6 +412,9 @@ struct Cursor {
     buf: BytesMut,
     /// File offset just past the bytes read so far.
     read_to: u64,
+    /// Where the last read began: a record that starts before it was put together
+    /// from more than one read, and is checked before it is returned.
+    read_from: u64,
     /// The segment is over and every byte of it is in `buf`.
     at_eof: bool,
     /// In another process: what tells that the file changed under the reader.
@@ -407,6 +432,36 @@ struct Cursor {
 }
 
 impl Cursor {
+    /// Whether `record`, just decoded, was put together from more than one read
+    /// in another process (it starts before the last read did): the file must
+    /// then be checked to still hold it. A record inside one read is what the file
+    /// held when it was read.
+    fn assembled(&self, record: &DirRecord) -> bool {
+        self.guard.is_some() && record.start.offset < self.read_from
+    }
+
+    /// Whether the file still holds `record`'s bytes, checked on this thread from
+    /// the page cache; `false` when it does not or cannot tell there.
+    fn span_holds_cached(&mut self, record: &DirRecord) -> bool {
+        let guard = self
+            .guard
+            .as_mut()
+            .expect("only a guarded record is checked");
+        match guard
+            .span(record.start.offset, record.end.offset)
+            .run_cached()
+        {
+            Ok((recent, result)) => {
+                guard.restore(recent);
+                result.is_ok()
+            }
+            Err(span) => {
+                guard.restore(span.into_window());
+                false
+            }
+        }
+    }
+
     /// The record the decoder just returned, in `segment`.
     fn record(&mut self, segment: u64, data: Bytes) -> DirRecord {
         self.doubted = None;
@@ -549,6 +604,12 @@ impl Walk {
         match decoded {
             Ok(Some(data)) => {
                 let record = cursor.record(segment, data);
+                if cursor.assembled(&record) && !cursor.span_holds_cached(&record) {
+                    // Not known to be whole yet: the read under way checks it, on a
+                    // blocking thread if it must, and says what changed if it did.
+                    self.decoded = Some(Ok(Some(record.data)));
+                    return None;
+                }
                 self.position = record.end;
                 Some(Ok(record))
             }
@@ -596,8 +657,19 @@ impl Walk {
                 decoded => decoded,
             };
             let cursor = self.cursor.as_mut().expect("opened above");
-            match decoded.map_err(|e| bad_segment(segment, e))? {
-                Some(data) => return Ok(Some(cursor.record(segment, data))),
+            let decoded = match decoded {
+                Err(e) if cursor.guard.is_some() => Err(self.damage_or_change(e).await),
+                decoded => decoded.map_err(|e| bad_segment(segment, e)),
+            };
+            let cursor = self.cursor.as_mut().expect("opened above");
+            match decoded? {
+                Some(data) => {
+                    let record = cursor.record(segment, data);
+                    if cursor.assembled(&record) {
+                        self.verify_assembled(&record).await?;
+                    }
+                    return Ok(Some(record));
+                }
                 None if cursor.at_eof => {
                     // Read in another process, a sealed segment ends at its last
                     // record whatever follows it (zeros, an earlier use's bytes, a
@@ -610,6 +682,16 @@ impl Walk {
                             kind: crate::CorruptionKind::TruncatedTail,
                         };
                         return Err(bad_segment(segment, cut));
+                    }
+                    if cursor.guard.is_some() {
+                        // The end of what the file held, read through the file the
+                        // reader opened: if a purge took the segment and its file
+                        // was recycled (written over as a later segment), that end
+                        // came early, and records it never returned went.
+                        let purged = super::recovery::read_purged(&self.dir).await?;
+                        if purged.segment == segment && purged > self.returned_in_segment() {
+                            return Err(Error::Purged { segment });
+                        }
                     }
                     self.next_segment();
                     continue;
@@ -651,6 +733,10 @@ impl Walk {
                 None => chunk,
             };
             if room > 0 && self.fill(room).await? > 0 {
+                continue;
+            }
+            if self.cursor.as_ref().is_some_and(|cursor| cursor.at_eof) {
+                // A purge took the segment after the reader returned its last record.
                 continue;
             }
             if readable.sealed {
@@ -717,6 +803,7 @@ impl Walk {
         let point = cursor.decoder.rewind();
         cursor.buf.clear();
         cursor.read_to = point;
+        cursor.read_from = point;
         cursor.reached_end = true;
         if let Some(guard) = cursor.guard.as_mut() {
             guard.rewind(point);
@@ -734,12 +821,27 @@ impl Walk {
     async fn fill(&mut self, max: usize) -> Result<usize, Error> {
         let segment = self.segment;
         let cursor = self.cursor.as_mut().expect("a segment is open");
+        if cursor.at_eof {
+            return Ok(0);
+        }
         if let (true, Some(guard)) = (cursor.reached_end, cursor.guard.as_mut()) {
             let returned_end = cursor.decoder.rewind_point();
-            let moved = guard
-                .verify(cursor.read_to, returned_end)
-                .await
-                .map_err(|e| changed_under_reader(segment, returned_end, e))?;
+            let moved = match guard.verify(cursor.read_to, returned_end).await {
+                Ok(moved) => moved,
+                Err(Error::LogChanged(LogChange::Removed | LogChange::Replaced))
+                    if self.purged_to_here().await? =>
+                {
+                    // A purge up to the reader's position took the segment (deleted,
+                    // or renamed into the pool of files to recycle): every record
+                    // it held was returned, so it is over.
+                    self.go_back().await?;
+                    let cursor = self.cursor.as_mut().expect("a segment is open");
+                    cursor.reached_end = false;
+                    cursor.at_eof = true;
+                    return Ok(0);
+                }
+                Err(e) => return Err(changed_under_reader(segment, returned_end, e)),
+            };
             if moved {
                 // Bytes read after the last record changed (a write in place went
                 // on): read them again, now, from that record's end; the bytes
@@ -758,6 +860,9 @@ impl Walk {
                 cursor.decoder.rewind_point(),
             );
         }
+        if n > 0 {
+            cursor.read_from = cursor.read_to;
+        }
         cursor.read_to += n as u64;
         cursor.reached_end = n < max;
         if n == max {
@@ -768,8 +873,20 @@ impl Walk {
     }
 
     /// Opens the current segment at the reader's offset; `false` when it does not
-    /// exist yet.
+    /// exist yet. A segment a purge took with nothing in it left to return is
+    /// passed: the next one is opened.
     async fn open_segment(&mut self) -> Result<bool, Error> {
+        loop {
+            match self.try_open_segment().await? {
+                Some(opened) => return Ok(opened),
+                None => self.next_segment(),
+            }
+        }
+    }
+
+    /// [`open_segment`](Self::open_segment) once: `None` when the segment was
+    /// purged with nothing left in it that the reader has not returned.
+    async fn try_open_segment(&mut self) -> Result<Option<bool>, Error> {
         if let Source::Writer { inner, .. } = &self.source {
             let catalog = inner.catalog();
             if self.segment < catalog.first {
@@ -778,7 +895,7 @@ impl Walk {
                 });
             }
             if self.segment > catalog.active {
-                return Ok(false);
+                return Ok(Some(false));
             }
         }
         let path = segment_path(&self.dir, self.segment);
@@ -830,6 +947,7 @@ impl Walk {
             decoder,
             buf: BytesMut::new(),
             read_to,
+            read_from: read_to,
             at_eof: false,
             guard,
             reached_end: false,
@@ -837,21 +955,112 @@ impl Walk {
             chunk: READ_CHUNK,
             live_end: None,
         });
-        Ok(true)
+        Ok(Some(true))
     }
 
     /// The current segment's file is not there (a reader in another process): not
-    /// written yet, purged, or lost.
-    async fn missing_segment(&self) -> Result<bool, Error> {
+    /// written yet (`Some(false)`), purged (`None` when nothing the reader has not
+    /// returned went with it), or lost.
+    async fn missing_segment(&self) -> Result<Option<bool>, Error> {
         let segments = {
             let dir = self.dir.clone();
             super::fs::blocking(move || list_segments(&dir)).await?
         };
         let segment = self.segment;
         match (segments.first(), segments.last()) {
-            (Some(&first), _) if first > segment => Err(Error::Purged { segment }),
+            (Some(&first), _) if first > segment => match self.purged_to_here().await? {
+                true => Ok(None),
+                false => Err(Error::Purged { segment }),
+            },
             (_, Some(&last)) if last > segment => Err(Error::MissingSegment { segment }),
-            _ => Ok(false),
+            _ => Ok(Some(false)),
+        }
+    }
+
+    /// Where the reader is in the current segment: just past the last record it
+    /// returned there, or where it starts reading it.
+    fn returned_in_segment(&self) -> LogPosition {
+        if self.position.segment == self.segment {
+            self.position
+        } else {
+            LogPosition::new(self.segment, self.start_offset)
+        }
+    }
+
+    /// In another process, when the current segment's file went or ended early:
+    /// whether a purge took it (the `PURGED` file, which a purge writes before it
+    /// removes anything, reaches into it) with nothing the reader has not returned
+    /// (`PURGED` is at or before its position there). A purge past its position
+    /// is [`Error::Purged`]; `false` when no purge reached the segment.
+    async fn purged_to_here(&self) -> Result<bool, Error> {
+        let purged = super::recovery::read_purged(&self.dir).await?;
+        if purged.segment < self.segment {
+            return Ok(false);
+        }
+        if purged <= self.returned_in_segment() {
+            return Ok(true);
+        }
+        Err(Error::Purged {
+            segment: self.segment,
+        })
+    }
+
+    /// A record put together from more than one read: the file must still hold
+    /// its bytes (see `FileGuard::span`), else the log was rewritten under it.
+    async fn verify_assembled(&mut self, record: &DirRecord) -> Result<(), Error> {
+        let cursor = self.cursor.as_mut().expect("a segment is open");
+        let guard = cursor
+            .guard
+            .as_mut()
+            .expect("only a guarded record is checked");
+        match guard
+            .verify_span(record.start.offset, record.end.offset)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.changed_under(e).await),
+        }
+    }
+
+    /// What damage the decoder met in another process means: if bytes read since
+    /// the last record returned changed in a sealed segment (where no write in
+    /// place goes on), the log was rewritten under the reader (reading them joined
+    /// two versions of the file), not damaged. In a live segment the damage was
+    /// read twice, and the guard's check between the two reads saw no rewrite.
+    async fn damage_or_change(&mut self, error: Error) -> Error {
+        let segment = self.segment;
+        match self.readable().await {
+            Ok(readable) if readable.sealed => {}
+            _ => return bad_segment(segment, error),
+        }
+        let cursor = self.cursor.as_mut().expect("a segment is open");
+        let from = cursor.decoder.rewind_point().min(cursor.read_to);
+        let to = cursor.read_to;
+        let Some(guard) = cursor.guard.as_mut() else {
+            return bad_segment(segment, error);
+        };
+        match guard.verify_span(from, to).await {
+            Ok(()) => bad_segment(segment, error),
+            Err(change) => self.changed_under(change).await,
+        }
+    }
+
+    /// A change a span check found, as the reader reports it: a purge past its
+    /// position ([`Error::Purged`]), else the log cut or rewritten under it.
+    async fn changed_under(&mut self, change: Error) -> Error {
+        if let Err(purged) = self.purged_to_here().await {
+            return purged;
+        }
+        let segment = self.segment;
+        let read_to = self.cursor.as_ref().map_or(0, |cursor| cursor.read_to);
+        let position = match change {
+            Error::LogChanged(LogChange::Rewritten { offset }) => offset,
+            Error::LogChanged(LogChange::Shrunk { len, .. }) => len,
+            other => return other,
+        };
+        Error::TruncatedUnderReader {
+            position: LogPosition::new(segment, position),
+            reader: LogPosition::new(segment, read_to),
         }
     }
 

@@ -212,6 +212,109 @@ impl FileGuard {
     }
 }
 
+impl FileGuard {
+    /// The check a record assembled from more than one read needs before it is
+    /// handed out: the file must still hold, in `[from, to)`, the bytes read there.
+    /// A writer that cut the file and wrote it again between two of those reads
+    /// changed them (the record would join the start of an old record to the end of
+    /// a new one), and a record whose bytes all still read the same was, at the
+    /// moment of the check, in the file whole. One read of the record's bytes, on
+    /// this thread when they are cached ([`Span::run_cached`]); no `stat`: the
+    /// bytes are read through the file the follower reads, which is what the record
+    /// came from. `from` must not be before what the window holds (the window keeps
+    /// every byte read after the point the reader may go back to).
+    pub(crate) fn span(&mut self, from: u64, to: u64) -> Span {
+        let window_start = self.end - self.recent.len() as u64;
+        debug_assert!(window_start <= from && from <= to && to <= self.end);
+        Span {
+            file: self.file.clone(),
+            from: from.max(window_start),
+            to: to.min(self.end),
+            window_start,
+            recent: std::mem::take(&mut self.recent),
+        }
+    }
+
+    /// [`span`](Self::span), awaited: on this thread when the bytes are cached,
+    /// else on a blocking thread. The window is taken back whatever the outcome.
+    pub(crate) async fn verify_span(&mut self, from: u64, to: u64) -> Result<(), Error> {
+        let (recent, result) = match self.span(from, to).run_cached() {
+            Ok(done) => done,
+            Err(span) => tokio::task::spawn_blocking(move || span.run())
+                .await
+                .map_err(|join| Error::Io(io::Error::other(join)))?,
+        };
+        self.restore(recent);
+        result
+    }
+}
+
+/// A span check under way (see [`FileGuard::span`]); it holds the guard's window,
+/// given back with its outcome.
+#[derive(Debug)]
+pub(crate) struct Span {
+    file: Arc<File>,
+    from: u64,
+    to: u64,
+    window_start: u64,
+    recent: BytesMut,
+}
+
+impl Span {
+    /// Runs the check, blocking. Gives back the window and the outcome:
+    /// [`LogChange::Rewritten`] at the first byte that differs,
+    /// [`LogChange::Shrunk`] when the file now ends before `to`.
+    pub(crate) fn run(self) -> (BytesMut, Result<(), Error>) {
+        let blocking: ReadExact = |file, into, offset| Some(read_exact_at(file, into, offset));
+        match self.run_reading(blocking) {
+            Ok(done) => done,
+            Err(span) => (
+                span.recent,
+                Err(io::Error::other("a blocking read would wait").into()),
+            ),
+        }
+    }
+
+    /// Gives back the window, the check not run.
+    pub(crate) fn into_window(self) -> BytesMut {
+        self.recent
+    }
+
+    /// Runs the check on this thread when the bytes are in the page cache; gives it
+    /// back otherwise, to [`run`](Self::run) on a blocking thread.
+    pub(crate) fn run_cached(self) -> Result<(BytesMut, Result<(), Error>), Span> {
+        self.run_reading(read_exact_cached)
+    }
+
+    fn run_reading(self, read: ReadExact) -> Result<(BytesMut, Result<(), Error>), Span> {
+        let len = (self.to - self.from) as usize;
+        let mut now = vec![0u8; len];
+        let result = match read(&self.file, &mut now, self.from) {
+            None => return Err(self),
+            Some(Ok(())) => {
+                let held = (self.from - self.window_start) as usize;
+                match first_difference(&now, &self.recent[held..held + len]) {
+                    Some(at) => Err(Error::LogChanged(LogChange::Rewritten {
+                        offset: self.from + at as u64,
+                    })),
+                    None => Ok(()),
+                }
+            }
+            Some(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                match self.file.metadata() {
+                    Ok(metadata) => Err(Error::LogChanged(LogChange::Shrunk {
+                        len: metadata.len(),
+                        read: self.to,
+                    })),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Some(Err(e)) => Err(e.into()),
+        };
+        Ok((self.recent, result))
+    }
+}
+
 /// A check's read: fills the buffer, or `None` when it would wait for the disk.
 type ReadExact = fn(&File, &mut [u8], u64) -> Option<io::Result<()>>;
 

@@ -78,6 +78,12 @@ pub struct LogReader<R> {
     /// A followed file's guard, and the check it runs after each wait at EOF.
     guard: Option<FileGuard>,
     checking: Option<tokio::task::JoinHandle<Result<guard::Checked, Error>>>,
+    /// A guarded file: where the last read began. A record that starts before it
+    /// was put together from more than one read, and the file must still hold it
+    /// (a writer may have cut the file and written it again between the reads).
+    read_from: u64,
+    /// Such a record, and its check running on a blocking thread.
+    verifying: Option<(LogRecord, tokio::task::JoinHandle<SpanOutcome>)>,
     /// Set only for a `LogReader<ReadAhead>` built to take its chunks: how to reach
     /// them, so that they become the decoder's buffer instead of being copied.
     chunks: Option<fn(&mut R) -> &mut ReadAhead>,
@@ -116,6 +122,8 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             sleep: None,
             guard: None,
             checking: None,
+            read_from: 0,
+            verifying: None,
             chunks: None,
             spill: BytesMut::new(),
             live: None,
@@ -174,6 +182,26 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                     return Poll::Ready(Step::Failed(e));
                 }
             }
+        }
+        if let Some((_, verifying)) = self.verifying.as_mut() {
+            let outcome = ready!(Pin::new(verifying).poll(cx));
+            let (record, _) = self.verifying.take().expect("polled above");
+            let checked = match outcome {
+                Ok((recent, checked)) => {
+                    if let Some(guard) = self.guard.as_mut() {
+                        guard.restore(recent);
+                    }
+                    checked
+                }
+                Err(join) => Err(Error::Io(std::io::Error::other(join))),
+            };
+            return Poll::Ready(match checked {
+                Ok(()) => Step::Record(record),
+                Err(e) => {
+                    self.done = true;
+                    Step::Failed(e)
+                }
+            });
         }
         loop {
             if self.done {
@@ -251,7 +279,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                         }
                     }
                     self.done = true;
-                    return Poll::Ready(Step::Failed(e));
+                    return Poll::Ready(Step::Failed(self.damage_or_change(e)));
                 }
                 Ok(Some(data)) => {
                     self.doubted = None;
@@ -259,7 +287,29 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                         .decoder
                         .last_record()
                         .expect("a returned record has a position");
-                    return Poll::Ready(Step::Record(LogRecord { position, data }));
+                    let record = LogRecord { position, data };
+                    let Some(guard) = self.guard.as_mut() else {
+                        return Poll::Ready(Step::Record(record));
+                    };
+                    if position.start >= self.read_from {
+                        // Inside one read: what the file held when it was read.
+                        return Poll::Ready(Step::Record(record));
+                    }
+                    match guard.span(position.start, position.end).run_cached() {
+                        Ok((recent, checked)) => {
+                            guard.restore(recent);
+                            if let Err(e) = checked {
+                                self.done = true;
+                                return Poll::Ready(Step::Failed(e));
+                            }
+                            return Poll::Ready(Step::Record(record));
+                        }
+                        Err(span) => {
+                            let verifying = tokio::task::spawn_blocking(move || span.run());
+                            self.verifying = Some((record, verifying));
+                            return self.poll_step(cx, wait);
+                        }
+                    }
                 }
                 Ok(None) => {}
             }
@@ -293,6 +343,9 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                     None => u64::MAX,
                 };
                 guard.read(&self.buffer[before..before + n], keep_from);
+                if *n > 0 {
+                    self.read_from = self.decoder.offset() + before as u64;
+                }
             }
             match read {
                 Err(e) => {
@@ -323,6 +376,32 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 }
                 Ok(0) => self.eof = true,
                 Ok(_) => {}
+            }
+        }
+    }
+
+    /// What damage met in a guarded file means: when the file no longer holds what
+    /// was read up to the last record returned, the log was cut and written again
+    /// under the reader (the damage is where a new record's bytes follow the old
+    /// ones), and that is the error. Damage met twice in a live file is read again
+    /// without a wait in between (`caught_up`), so no check after a wait saw the
+    /// change. The check runs here, from the page cache or else blocking (a stat
+    /// and one read of at most the window): once, as the reader ends.
+    fn damage_or_change(&mut self, damage: Error) -> Error {
+        let Some(guard) = self.guard.as_mut() else {
+            return damage;
+        };
+        let read_end = self.decoder.offset() + self.buffer.len() as u64;
+        let returned_end = self.decoder.rewind_point();
+        let checked = match guard.check(read_end, returned_end).run_cached() {
+            Ok(checked) => checked,
+            Err(check) => check.run(),
+        };
+        match checked {
+            Err(change) => change,
+            Ok(checked) => {
+                guard.restore(checked.recent);
+                damage
             }
         }
     }
@@ -396,6 +475,9 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
         }
     }
 }
+
+/// A span check's outcome, with the guard's window given back.
+type SpanOutcome = (BytesMut, Result<(), Error>);
 
 /// One step of a [`LogReader`]'s reading.
 enum Step {
@@ -667,7 +749,11 @@ pub fn split_ranges(len: u64, parts: usize) -> Vec<Range<u64>> {
 /// a truncation), if the path now names another file (deleted and recreated), or if
 /// the last block it read now holds other bytes (cut and grown again), it fails with
 /// [`Error::LogChanged`] rather than join the start of an old record to the end of a
-/// new one. Every error names offsets the tailer returned records up to.
+/// new one. Every error names offsets the tailer returned records up to. A record
+/// it put together from more than one read is checked before it is returned: the
+/// file must still hold all of its bytes, else the file was cut and written again
+/// between the reads, and the tailer fails with [`Error::LogChanged`] rather than
+/// return a record nobody wrote.
 ///
 /// Such a tailer also follows a log written in place: a file whose space is
 /// preallocated with zeros (see

@@ -179,7 +179,12 @@ impl DirStorage for SimDir {
         use std::os::unix::fs::FileExt;
         let real = inode_of(file)?;
         let mut now = vec![0; file.metadata()?.len() as usize];
-        file.read_exact_at(&mut now, 0)?;
+        if file.read_exact_at(&mut now, 0).is_err() {
+            // A file opened for writing only (a segment `truncate_after` cuts): read
+            // it through a descriptor of its own.
+            use std::os::fd::AsRawFd;
+            now = std::fs::read(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+        }
         let mut trace = self.trace.lock().unwrap();
         let inode = trace.inode(real);
         trace.catch_up(inode, &now);

@@ -70,6 +70,41 @@ pub fn start_run(
     (scratch, SplitMix::new(seed))
 }
 
+/// Prints, if the run it guards panics, the exact command that replays it: the
+/// seed in `seed_env` and the test's full name `test` (`module::name`).
+///
+/// A run that fixes its interleaving (one task, a current-thread runtime) replays
+/// step for step; one with several tasks on several threads replays its
+/// configuration and its cuts' draws, not always its schedule.
+pub struct ReplayOnPanic {
+    command: String,
+}
+
+impl ReplayOnPanic {
+    pub fn new(seed_env: &str, seed: u64, test: &str) -> ReplayOnPanic {
+        ReplayOnPanic {
+            command: replay_command(seed_env, seed, test),
+        }
+    }
+}
+
+impl Drop for ReplayOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("replay this run with:\n    {}", self.command);
+        }
+    }
+}
+
+/// The command that runs `test` (`module::name` in the `all` test binary) again
+/// with `seed_env` set to `seed`.
+pub fn replay_command(seed_env: &str, seed: u64, test: &str) -> String {
+    format!(
+        "{seed_env}={seed} cargo test --release --features cli --test all -- --exact \
+         {test} --nocapture"
+    )
+}
+
 /// Where a run's real files go: tmpfs when there is one, where its real syncs
 /// cost nothing (the simulator, not the disk, decides what survives).
 pub fn scratch_dir() -> std::path::PathBuf {
