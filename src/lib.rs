@@ -46,7 +46,12 @@
 //! - Files: [`LogReader::open`], [`LogReader::open_at`] (from a checkpoint),
 //!   [`LogReader::open_range`] with [`split_ranges`] (parallel reads),
 //!   [`LogTailer`] (a live log).
-//! - Durable appends from many tasks: [`AsyncLogWriter`] (group commit).
+//! - Durable appends from many tasks: [`AsyncLogWriter`] (group commit) on one file;
+//!   [`LogDir`] for a log of segments that lives for months (rotation, retention,
+//!   recycling, checkpoints as [`LogPosition`]s), read and followed with
+//!   [`DirReader`] in any process.
+//! - Shipping a log to replicas: [`LogDir::serve_replica`] on the primary,
+//!   [`Replica`] on the copy (over TCP, TLS, any byte stream), `promote` on failover.
 //! - Damage: [`Recovery`] modes, [`LogDecoderBuilder::on_corruption`] reports,
 //!   [`scan_log`] / [`repair_log`] for a torn tail.
 //! - Mesos RecordIO: [`RecordIoCodec`].
@@ -136,10 +141,27 @@ pub use writer::{
     DEFAULT_STREAM_STALL_TIMEOUT,
 };
 
-// Every Rust snippet of the README is compiled (and, unless `no_run`, run) as a test.
+// Every Rust snippet of docs/ is compiled (and, unless `no_run`, run) as a test. The
+// README's are, in walcodec-raft (its Raft example needs that crate).
 #[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-mod readme {}
+mod docs {
+    #[doc = include_str!("../docs/codec.md")]
+    mod codec {}
+    #[doc = include_str!("../docs/reading-files.md")]
+    mod reading_files {}
+    #[doc = include_str!("../docs/writer.md")]
+    mod writer {}
+    #[doc = include_str!("../docs/logdir.md")]
+    mod logdir {}
+    #[doc = include_str!("../docs/observability.md")]
+    mod observability {}
+    #[doc = include_str!("../docs/replication.md")]
+    mod replication {}
+    #[doc = include_str!("../docs/dialects.md")]
+    mod dialects {}
+    #[doc = include_str!("../docs/streaming.md")]
+    mod streaming {}
+}
 
 /// Hooks for this crate's own tests (fault injection). Not a stable API.
 #[doc(hidden)]

@@ -66,6 +66,8 @@ mod cli_pebble;
 mod cli_rocksdb;
 #[path = "corruption.rs"]
 mod corruption;
+#[path = "docs.rs"]
+mod docs;
 #[path = "durability.rs"]
 mod durability;
 #[path = "faults.rs"]

@@ -100,3 +100,9 @@ pub use error::Error;
 pub use reader::{LogReader, MAX_READ_BYTES};
 pub use shared::{SharedLog, SharedLogBuilder};
 pub use store::{LogStore, LogStoreBuilder};
+
+// Every Rust snippet of the workspace's README is compiled as a test here: its
+// examples use both crates, as a user's program would.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+mod readme {}
