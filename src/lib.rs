@@ -121,8 +121,7 @@ pub use logdir::PROTOCOL_VERSION as REPLICATION_PROTOCOL_VERSION;
 pub use logdir::{
     DirReader, DirRecord, Epoch, History, LogDir, LogDirOptions, LogId, LogPosition,
     ParsePositionError, Replica, RetentionHold, SegmentInfo, SegmentList, ShipStats,
-    DEFAULT_MAX_SEGMENT_BYTES,
-    DEFAULT_WAKE_INTERVAL,
+    DEFAULT_MAX_SEGMENT_BYTES, DEFAULT_WAKE_INTERVAL,
 };
 pub use reader::{
     split_ranges, ChunkReader, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,

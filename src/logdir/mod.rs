@@ -3,8 +3,8 @@
 
 mod dialect;
 mod fs;
-mod hold;
 mod history;
+mod hold;
 mod listing;
 mod lock;
 mod position;
@@ -27,8 +27,8 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{watch, RwLock, RwLockReadGuard};
 
 pub use fs::{DirStorage, OsDirStorage};
-pub use hold::RetentionHold;
 pub use history::{Epoch, History, LogId};
+pub use hold::RetentionHold;
 pub use listing::{SegmentInfo, SegmentList};
 pub use position::{LogPosition, ParsePositionError};
 pub use reader::{DirReader, DirRecord};
