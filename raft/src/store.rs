@@ -60,6 +60,7 @@ impl<C: RaftTypeConfig> LogStoreBuilder<C> {
     /// reference or by value; they are copied.
     ///
     /// ```
+    /// # use std::io::Cursor;
     /// # openraft::declare_raft_types!(pub TypeConfig:);
     /// use walcodec::LogDirOptions;
     /// use walcodec_raft::LogStore;

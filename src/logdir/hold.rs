@@ -22,7 +22,7 @@ use super::LogDir;
 /// ```
 /// # #[tokio::main]
 /// # async fn main() -> Result<(), walcodec::Error> {
-/// use walcodec::{LogDir, LogPosition};
+/// use walcodec::LogDir;
 ///
 /// let dir = tempfile::tempdir()?;
 /// let log = LogDir::builder().max_segment_bytes(1024).open(dir.path()).await?;
