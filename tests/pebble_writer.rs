@@ -15,7 +15,7 @@ use bytes::BytesMut;
 use pebble_support::{reference_read_pebble, PebbleEnd};
 use tokio_util::codec::Decoder;
 use walcodec::fragment::{FragmentRules, Parsed};
-use walcodec::{Dialect, LogDecoder, LogFormat, WriterOptions, BLOCK_SIZE};
+use walcodec::{Dialect, LogDecoder, LogFormat, LogInput, WriterOptions, BLOCK_SIZE};
 
 const LOG_NUMBER: u64 = 42;
 
@@ -31,6 +31,9 @@ fn read_pebble(log: &[u8]) -> (Vec<Vec<u8>>, LogDecoder, Option<walcodec::Error>
     let mut decoder = LogDecoder::builder()
         .dialect(Dialect::Pebble)
         .log_number(LOG_NUMBER)
+        // A file: a record cut by a crash at its end is a torn tail, not a stream
+        // that broke mid-record.
+        .input(LogInput::File)
         .build();
     let mut src = BytesMut::from(log);
     let mut records = Vec::new();
