@@ -140,7 +140,7 @@ where
         async move { log.serve_replica(a).await }
     });
     let syncing = tokio::spawn(async move {
-        let synced = replica.sync_from(b).await;
+        let synced = replica.sync_from(b).await.map(|s| s.end);
         (synced, replica)
     });
     // The replica holds records of segment 1, and no more is coming through.
@@ -290,6 +290,14 @@ fn hello_bytes(replica: bool, position: LogPosition) -> Vec<u8> {
     bytes.extend_from_slice(&u32::from(replica).to_le_bytes());
     bytes.extend_from_slice(&position.segment.to_le_bytes());
     bytes.extend_from_slice(&position.offset.to_le_bytes());
+    // Its identity: the replica's, of a copy that holds nothing; the primary's,
+    // of a log with one epoch.
+    if replica {
+        bytes.push(b'I');
+        bytes.extend_from_slice(&[0; 16 + 1 + 20 + 4]);
+    } else {
+        bytes.extend_from_slice(&crate::common::primary_identity(7));
+    }
     bytes
 }
 
@@ -314,7 +322,7 @@ async fn against_stalled_primary(
         .await
         .expect("the replica waited past its timeout");
     fake.abort();
-    (result, started.elapsed())
+    (result.map(|s| s.end), started.elapsed())
 }
 
 #[tokio::test]
@@ -332,7 +340,8 @@ async fn a_stalled_primary_is_a_clear_error_within_the_replicas_timeout() {
     let stalls = [
         ("no hello", Vec::new()),
         ("half a hello", hello[..10].to_vec()),
-        ("after the hello", hello.clone()),
+        ("after the hello", hello[..32].to_vec()),
+        ("after the identity", hello.clone()),
         ("mid-message", [hello.clone(), data].concat()),
     ];
     for (place, sent) in stalls {
@@ -370,6 +379,7 @@ async fn a_stalled_replica_is_a_clear_error_within_the_primarys_timeout() {
     for (place, sent) in [
         ("no hello", Vec::new()),
         ("half a hello", hello[..10].to_vec()),
+        ("no identity", hello[..32].to_vec()),
         ("takes nothing", hello.clone()),
     ] {
         let (a, mut b) = tokio::io::duplex(1 << 16);
@@ -414,7 +424,7 @@ async fn an_idle_primary_keeps_a_replica_with_a_short_timeout_connected() {
         async move { log.serve_replica(a).await }
     });
     let syncing = tokio::spawn(async move {
-        let synced = replica.sync_from(b).await;
+        let synced = replica.sync_from(b).await.map(|s| s.end);
         (synced, replica)
     });
     // Idle for many timeouts: heartbeats keep it alive; then one more record.

@@ -50,7 +50,7 @@ async fn sync_over_duplex(
         let log = log.clone();
         async move { log.serve_replica(a).await }
     });
-    let synced = replica.sync_from(b).await;
+    let synced = replica.sync_from(b).await.map(|s| s.end);
     (serving.await.unwrap(), synced)
 }
 
@@ -123,7 +123,7 @@ async fn sync_through(
         let log = log.clone();
         async move { log.serve_replica(a).await }
     });
-    let synced = replica.sync_from(b).await;
+    let synced = replica.sync_from(b).await.map(|s| s.end);
     relay.abort();
     (serving.await.unwrap(), synced)
 }
@@ -345,7 +345,7 @@ async fn several_replicas_over_tcp_while_the_primary_rotates_and_purges() {
         let mut replica = Replica::open(dir.path()).await.unwrap();
         let conn = TcpStream::connect(addr).await.unwrap();
         let task = tokio::spawn(async move {
-            let end = replica.sync_from(conn).await;
+            let end = replica.sync_from(conn).await.map(|s| s.end);
             (replica, end)
         });
         replicas.push((dir, task));
@@ -518,6 +518,14 @@ async fn hello(conn: &mut DuplexStream, version: u32, position: LogPosition) {
     bytes.extend_from_slice(&u32::from(from_replica).to_le_bytes());
     bytes.extend_from_slice(&position.segment.to_le_bytes());
     bytes.extend_from_slice(&position.offset.to_le_bytes());
+    // Its identity: the replica's, of a copy without id or record; the
+    // primary's, of a log with one epoch.
+    if from_replica {
+        bytes.push(b'I');
+        bytes.extend_from_slice(&[0; 16 + 1 + 20 + 4]);
+    } else {
+        bytes.extend_from_slice(&crate::common::primary_identity(7));
+    }
     conn.write_all(&bytes).await.unwrap();
 }
 
@@ -618,7 +626,7 @@ async fn from_fake_primary(
         .await
         .expect("bounded time");
     fake.abort();
-    result
+    result.map(|s| s.end)
 }
 
 fn segment_message(segment: u64, offset: u64) -> Vec<u8> {
