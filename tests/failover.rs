@@ -632,7 +632,8 @@ async fn a_hostile_primary_lying_about_its_history_writes_nothing() {
     let end = replica.end();
 
     type Lie = fn(&Said, LogPosition) -> Vec<u8>;
-    let lies: [(&str, Lie, fn(&Error) -> bool); 6] = [
+    type Expected = fn(&Error) -> bool;
+    let lies: [(&str, Lie, Expected); 6] = [
         (
             "another log id",
             |said, end| crafted(end, said.log_id ^ 1, None, 1, &[[1, 1, 1, 0]]),

@@ -54,9 +54,9 @@ impl LogDir {
     /// last record: see the [protocol](crate::Replica)), sends the sealed segments
     /// it lacks, then follows the active segment, durable bytes only, until the
     /// replica disconnects or the log is closed (then it says goodbye, so the
-    /// replica tells a clean close from a failure); returns what it shipped. Serve any number of replicas at once,
-    /// each from its own task. The protocol is in the [`Replica`](crate::Replica)
-    /// docs.
+    /// replica tells a clean close from a failure); returns what it shipped.
+    /// Serve any number of replicas at once, each from its own task. The protocol
+    /// is in the [`Replica`](crate::Replica) docs.
     ///
     /// The segments a connected replica still needs are pinned against purges
     /// (retention included), up to
@@ -175,9 +175,12 @@ impl LogDir {
         let (record, last) = match theirs.last {
             None => (RecordCheck::Nothing, None),
             Some((at, _)) if at.segment < first => (RecordCheck::Purged, None),
-            Some((at, crc)) => match handshake::checksum_ending_at(self.path(), at).await? {
-                Some(ours) if ours == crc => (RecordCheck::Same, Some((at, ours))),
-                _ => (RecordCheck::Differs, None),
+            Some((at, crc)) => match handshake::checksum_ending_at(self.path(), at).await {
+                Ok(Some(ours)) if ours == crc => (RecordCheck::Same, Some((at, ours))),
+                // A purge that took the segment while it was read: as purged.
+                _ if at.segment < self.inner.catalog().first => (RecordCheck::Purged, None),
+                Ok(_) => (RecordCheck::Differs, None),
+                Err(e) => return Err(e),
             },
         };
         handshake::verdict(
@@ -261,7 +264,7 @@ impl LogDir {
             member,
         };
         tokio::select! {
-            sent = self.send(from, pin, truncations_seen, shipped, wr, stats, &acks) => sent,
+            sent = self.send(from, pin, (shipped, truncations_seen), wr, stats, &acks) => sent,
             read = self.read_acks(from, rd, &acks) => read,
         }
     }
@@ -306,8 +309,7 @@ impl LogDir {
         &self,
         from: LogPosition,
         mut pin: Pin,
-        truncations_seen: usize,
-        mut shipped: Option<Epoch>,
+        (mut shipped, truncations_seen): (Option<Epoch>, usize),
         wr: &mut (impl AsyncWrite + Unpin),
         stats: &mut ShipStats,
         acks: &Acks,
