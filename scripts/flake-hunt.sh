@@ -19,7 +19,8 @@ out=target/flake-hunt
 mkdir -p "$out"
 rm -f "$out"/run-*.log
 
-features=cli,zstd,tracing,metrics
+# The README's features, so that every test the README command runs is hunted too.
+features=cli,zstd,tracing,metrics,replica-auth
 if (($# > 0)); then
     cargo test --release --features "$features" --test all --no-run
     run() { cargo test --release --features "$features" --test all -- "$@"; }

@@ -46,6 +46,8 @@ pub(crate) async fn read_at(
     })
     .await
     .map_err(io::Error::other)?;
+    #[cfg(test)]
+    tests::note_blocking_read();
     *buf = owned;
     finish(buf, before, read)
 }
@@ -69,6 +71,10 @@ fn finish(buf: &mut BytesMut, before: usize, read: io::Result<usize>) -> io::Res
 #[cfg(target_os = "linux")]
 fn read_cached(file: &File, into: &mut [u8], offset: u64) -> Option<io::Result<usize>> {
     use rustix::io::{preadv2, Errno, ReadWriteFlags};
+    #[cfg(test)]
+    if tests::refusing_cached_reads() {
+        return None;
+    }
     loop {
         let mut slices = [io::IoSliceMut::new(into)];
         return match preadv2(file, &mut slices, offset, ReadWriteFlags::NOWAIT) {
@@ -107,12 +113,15 @@ pub(crate) async fn read_exact_into(
             Some(Err(e)) => return Err(e),
             None => {
                 let file = Arc::clone(file);
-                return tokio::task::spawn_blocking(move || {
+                let read = tokio::task::spawn_blocking(move || {
                     read_exact_at(&file, &mut buf[range], offset)?;
                     Ok(buf)
                 })
                 .await
                 .map_err(io::Error::other)?;
+                #[cfg(test)]
+                tests::note_blocking_read();
+                return read;
             }
         }
     }
@@ -172,7 +181,61 @@ pub(crate) fn read_exact_at(file: &File, mut into: &mut [u8], mut offset: u64) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
     use std::io::Write;
+
+    // Per thread: a current-thread runtime runs a test's reads on the test's own
+    // thread, so tests running in parallel do not see each other's.
+    thread_local! {
+        /// Reads that went to a blocking thread, counted on the calling thread.
+        static BLOCKING_READS: Cell<usize> = const { Cell::new(0) };
+        /// The page cache is taken to hold nothing: what a kernel says of evicted
+        /// bytes (`EAGAIN`), whatever the file system.
+        static REFUSE_CACHED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    pub(super) fn note_blocking_read() {
+        BLOCKING_READS.with(|n| n.set(n.get() + 1));
+    }
+
+    pub(super) fn refusing_cached_reads() -> bool {
+        REFUSE_CACHED.with(Cell::get)
+    }
+
+    fn blocking_reads() -> usize {
+        BLOCKING_READS.with(Cell::get)
+    }
+
+    /// Reads the cache cannot serve go to a blocking thread, and read the same
+    /// bytes: the counter shows that path ran, once per read.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn reads_the_cache_refuses_run_on_a_blocking_thread() {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"0123456789").unwrap();
+        let file = Arc::new(file);
+        REFUSE_CACHED.with(|r| r.set(true));
+        let mut probe = [0u8; 4];
+        assert!(read_cached(&file, &mut probe, 0).is_none());
+        let mut buf = BytesMut::from(&b"ab"[..]);
+        assert_eq!(read_at(&file, &mut buf, 3, 4).await.unwrap(), 4);
+        assert_eq!(&buf[..], b"ab3456");
+        assert_eq!(blocking_reads(), 1);
+        assert_eq!(read_at(&file, &mut buf, 10, 4).await.unwrap(), 0);
+        assert_eq!(&buf[..], b"ab3456");
+        assert_eq!(blocking_reads(), 2);
+        let buf = read_exact_into(&file, vec![b'-'; 8], 2..6, 5)
+            .await
+            .unwrap();
+        assert_eq!(&buf, b"--5678--");
+        assert_eq!(blocking_reads(), 3);
+        let short = read_exact_into(&file, vec![0; 8], 0..8, 5)
+            .await
+            .unwrap_err();
+        assert_eq!(short.kind(), io::ErrorKind::UnexpectedEof);
+        assert_eq!(blocking_reads(), 4);
+        REFUSE_CACHED.with(|r| r.set(false));
+    }
 
     #[tokio::test]
     async fn reads_at_offsets_appending_and_stops_at_the_end() {
@@ -192,7 +255,7 @@ mod tests {
     /// system that can tell) and the read goes to a blocking thread, with the same
     /// result.
     #[cfg(target_os = "linux")]
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    #[tokio::test]
     async fn bytes_not_in_the_page_cache_are_read_on_a_blocking_thread() {
         use rustix::fs::{fadvise, Advice};
         let data: Vec<u8> = (0..256 * 1024u32).map(|i| (i % 251) as u8).collect();
@@ -211,7 +274,9 @@ mod tests {
         assert_eq!(&buf[..n], &data[100 * 1024..100 * 1024 + n]);
         assert!(n > 0);
         // Where the file system evicts on request, the probe was refused (and
-        // the read above went the blocking way); tmpfs keeps everything cached.
+        // the read above most likely went the blocking way: the probe may itself
+        // start read-ahead, so this does not count on it; the test above does);
+        // tmpfs keeps everything cached.
         if let Some(read) = cached {
             assert_eq!(&probe[..read.unwrap()], &data[100 * 1024..104 * 1024]);
         }

@@ -9,8 +9,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -317,43 +315,118 @@ fn write_log(path: &Path, records: usize, size: usize) -> u64 {
     log.len() as u64
 }
 
-/// A thread that writes records into `path` until stopped: appended (the file grows)
-/// or, when `preallocated`, in place over zeros (the size stays). One record a
-/// millisecond, so the writer is still at work while a command reads the file.
-struct Writer {
-    stop: Arc<AtomicBool>,
-    handle: thread::JoinHandle<u64>,
+/// Bytes the process `pid` has read so far (`rchar` of `/proc/PID/io`), `None` once
+/// it is gone.
+fn bytes_read_by(pid: u32) -> Option<u64> {
+    let io = fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    io.lines()
+        .find_map(|line| line.strip_prefix("rchar: "))
+        .map(|n| n.trim().parse().unwrap())
 }
 
-impl Writer {
-    fn start(path: &Path, from: u64, preallocated: bool) -> Writer {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let file = OpenOptions::new().write(true).open(path).unwrap();
-        let room = file.metadata().unwrap().len();
-        let handle = thread::spawn(move || {
-            let mut offset = from;
-            let mut written = 0;
-            while !flag.load(Ordering::Relaxed) {
-                let record = encode_at(offset, &[b'w'; 3000]);
-                if preallocated && offset + record.len() as u64 > room {
-                    break;
-                }
-                file.write_all_at(&record, offset).unwrap();
-                offset += record.len() as u64;
-                written += 1;
-                thread::sleep(Duration::from_millis(1));
-            }
-            written
-        });
-        Writer { stop, handle }
-    }
+/// Whether the process `pid` is stopped (`T` in `/proc/PID/stat`).
+fn is_stopped(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            Some(state == 'T')
+        })
+        .unwrap_or(false)
+}
 
-    /// Stops the writer; how many records it wrote.
-    fn stop(self) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle.join().unwrap()
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+/// Runs the tool with `args` on a file of `len` bytes and has `change` write to the
+/// file in the middle of the read: once the command has read some of it (so it has
+/// opened it and taken its size and time), it is stopped (SIGSTOP), and only if it
+/// has not read all of it yet does `change` run before it goes on (SIGCONT).
+///
+/// Events, not timing: the kernel's count of bytes the process read says where the
+/// read stands. A command too quick to be caught in the middle is run again; every
+/// run that returns had the file change under its read.
+fn run_changed_during_read(args: &[&str], len: u64, mut change: impl FnMut()) -> Output {
+    // More than the tool reads before it opens its input (its own start-up).
+    const READING: u64 = 1 << 20;
+    for _attempt in 0..100 {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let collect = |mut pipe: Box<dyn Read + Send>| {
+            thread::spawn(move || {
+                let mut bytes = Vec::new();
+                pipe.read_to_end(&mut bytes).unwrap();
+                bytes
+            })
+        };
+        let out = collect(Box::new(child.stdout.take().unwrap()));
+        let err = collect(Box::new(child.stderr.take().unwrap()));
+        let pid = child.id();
+        let mut changed = false;
+        let started = Instant::now();
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            let Some(read) = bytes_read_by(pid) else {
+                break;
+            };
+            if read >= READING {
+                signal(pid, "STOP");
+                while !is_stopped(pid) && child.try_wait().unwrap().is_none() {
+                    thread::yield_now();
+                }
+                if bytes_read_by(pid).is_some_and(|read| read < len) {
+                    change();
+                    changed = true;
+                }
+                signal(pid, "CONT");
+                break;
+            }
+            // A hang guard, not a measure.
+            assert!(
+                started.elapsed() < TIMEOUT,
+                "`walcodec {}` hangs",
+                args.join(" ")
+            );
+            thread::yield_now();
+        }
+        let status = child.wait().unwrap();
+        let output = Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        };
+        if changed {
+            return output;
+        }
     }
+    panic!(
+        "`walcodec {}` never caught in the middle of reading {len} bytes",
+        args.join(" ")
+    );
+}
+
+/// Appends `count` records to the log at `path` (`len` bytes long); its new length.
+fn append_records(path: &Path, len: u64, count: usize) -> u64 {
+    let file = OpenOptions::new().write(true).open(path).unwrap();
+    let mut offset = len;
+    for _ in 0..count {
+        let record = encode_at(offset, &[b'w'; 3000]);
+        file.write_all_at(&record, offset).unwrap();
+        offset += record.len() as u64;
+    }
+    offset
 }
 
 #[test]
@@ -361,27 +434,28 @@ fn a_growing_file_is_read_up_to_its_length_at_open_and_said_to_be_live() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("growing.log");
     let len = write_log(&path, 8_000, 4_000);
-    let writer = Writer::start(&path, len, false);
-    let stat = run(&["stat", "--format", "json", path_str(&path)]);
-    let verify = run(&["verify", path_str(&path)]);
-    let written = writer.stop();
-    assert!(written > 0);
-    let grown = fs::metadata(&path).unwrap().len();
-    assert!(grown > len);
-
+    let mut grown = len;
+    let stat = run_changed_during_read(&["stat", "--format", "json", path_str(&path)], len, || {
+        grown = append_records(&path, grown, 3);
+    });
     let stat = json(&stat);
     // It read what was there at open, and said the file was changing.
-    let read = stat["bytes"].as_u64().unwrap();
-    assert!(read >= len && read < grown, "{read} {len} {grown}");
+    assert_eq!(stat["bytes"], len);
     assert_eq!(stat["live"], true);
     assert_eq!(stat["complete"], true);
     assert!(stat["notes"][0]
         .as_str()
         .unwrap()
         .starts_with("the file changed while it was read (a live log"));
+    let at_verify = grown;
+    let verify = run_changed_during_read(&["verify", path_str(&path)], at_verify, || {
+        grown = append_records(&path, grown, 3);
+    });
     let text = stdout(&verify);
     assert!(
-        text.contains("note: the file changed while it was read (a live log"),
+        text.contains(&format!(
+            "note: the file changed while it was read (a live log: {at_verify} bytes at the start, {grown} at the end)"
+        )),
         "{text}"
     );
     // A quiet file is not live.
@@ -407,14 +481,24 @@ fn verify_of_a_log_written_in_preallocated_space_says_it_is_live() {
         .set_len(len + (64 << 20))
         .unwrap();
     let size = fs::metadata(&path).unwrap().len();
-    let writer = Writer::start(&path, len, true);
-    let outputs: Vec<Output> = (0..3)
-        .map(|_| run(&["verify", "--format", "json", path_str(&path)]))
-        .collect();
-    assert!(writer.stop() > 0);
-    assert_eq!(fs::metadata(&path).unwrap().len(), size);
-    for output in &outputs {
-        let summary = json(output);
+    let mut written = len;
+    for _ in 0..3 {
+        // Only the time tells of a write in place: each read starts from a time long
+        // past, so the write shows even on a file system with coarse timestamps.
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1 << 30))
+            .unwrap();
+        let output = run_changed_during_read(
+            &["verify", "--format", "json", path_str(&path)],
+            size,
+            || {
+                written = append_records(&path, written, 1);
+            },
+        );
+        let summary = json(&output);
         assert_eq!(summary["live"], true, "{summary}");
         assert_eq!(summary["bytes"], size);
         let note = summary["notes"][0].as_str().unwrap();
@@ -423,6 +507,7 @@ fn verify_of_a_log_written_in_preallocated_space_says_it_is_live() {
             "{note}"
         );
     }
+    assert_eq!(fs::metadata(&path).unwrap().len(), size);
     let settled = run(&["verify", "--format", "json", path_str(&path)]);
     assert_eq!(code(&settled), 0, "{}", stdout(&settled));
     let settled = json(&settled);

@@ -20,17 +20,59 @@ fn temp_log() -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
-/// A file whose syncs take `sync_delay` and whose sync number `fail_sync` (counting
-/// from 0) fails with EIO.
+/// Where a gated storage's first sync stands: the test waits until it has begun,
+/// and lets it finish.
+struct SyncGate {
+    entered: Option<tokio::sync::oneshot::Sender<()>>,
+    release: std::sync::mpsc::Receiver<()>,
+}
+
+/// The test's side of a [`SyncGate`].
+struct GateHandle {
+    entered: tokio::sync::oneshot::Receiver<()>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+impl GateHandle {
+    /// Waits until the gated sync has begun (a hang guard, not a measure).
+    async fn until_entered(&mut self) {
+        tokio::time::timeout(Duration::from_secs(30), &mut self.entered)
+            .await
+            .expect("the gated sync never began")
+            .unwrap();
+    }
+
+    fn release(&self) {
+        self.release.send(()).unwrap();
+    }
+}
+
+fn sync_gate() -> (SyncGate, GateHandle) {
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel();
+    (
+        SyncGate {
+            entered: Some(entered_tx),
+            release: release_rx,
+        },
+        GateHandle {
+            entered: entered_rx,
+            release: release_tx,
+        },
+    )
+}
+
+/// A file whose first sync, with a gate, blocks until the test releases it, and
+/// whose sync number `fail_sync` (counting from 0) fails with EIO.
 struct SlowStorage {
     inner: FileStorage,
-    sync_delay: Duration,
+    gate: Option<SyncGate>,
     fail_sync: Option<usize>,
     syncs: Arc<AtomicUsize>,
 }
 
 impl SlowStorage {
-    fn new(path: &Path, sync_delay: Duration, fail_sync: Option<usize>) -> SlowStorage {
+    fn new(path: &Path, gate: Option<SyncGate>, fail_sync: Option<usize>) -> SlowStorage {
         let file = std::fs::OpenOptions::new()
             .create_new(true)
             .write(true)
@@ -38,7 +80,7 @@ impl SlowStorage {
             .unwrap();
         SlowStorage {
             inner: FileStorage::new(file),
-            sync_delay,
+            gate,
             fail_sync,
             syncs: Arc::new(AtomicUsize::new(0)),
         }
@@ -51,7 +93,10 @@ impl Storage for SlowStorage {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        std::thread::sleep(self.sync_delay);
+        if let Some(mut gate) = self.gate.take() {
+            let _ = gate.entered.take().unwrap().send(());
+            gate.release.recv().expect("the test released the gate");
+        }
         let n = self.syncs.fetch_add(1, Ordering::SeqCst);
         if Some(n) == self.fail_sync {
             return Err(io::Error::from_raw_os_error(5));
@@ -64,26 +109,29 @@ impl Storage for SlowStorage {
     }
 }
 
-/// A writer whose syncs take `sync_delay`, and one append started once its flusher
-/// sleeps, so that the append leads; returns the writer and that append.
+/// A writer whose first sync waits at a gate, and one append that leads (a new
+/// writer's flusher counts as idle from the start, so the first append may write its
+/// own batch); returns once that append is inside its sync, with the writer, the
+/// append and the gate.
 async fn leading_append(
     path: &Path,
-    sync_delay: Duration,
 ) -> (
     AsyncLogWriter,
     tokio::task::JoinHandle<Result<Position, Error>>,
+    GateHandle,
 ) {
-    let storage = SlowStorage::new(path, sync_delay, None);
+    let (gate, mut handle) = sync_gate();
+    let storage = SlowStorage::new(path, Some(gate), None);
     let log = WriterOptions::new()
         .idle_spin(Duration::ZERO)
         .from_storage(Box::new(storage), 0)
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(20)).await;
     let leader = {
         let log = log.clone();
         tokio::spawn(async move { log.append(make_record(0, 0)).await })
     };
-    (log, leader)
+    handle.until_entered().await;
+    (log, leader, handle)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,35 +227,48 @@ async fn sync_pacing_turns_leading_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn appends_during_a_led_sync_go_to_the_flusher_together() {
     let (_dir, path) = temp_log();
-    let (log, leader) = leading_append(&path, Duration::from_millis(30)).await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    let mut followers = Vec::new();
-    for task in 1..=8u32 {
-        let log = log.clone();
-        followers.push(tokio::spawn(async move {
-            log.append(make_record(task, 0)).await
-        }));
+    let (log, leader, gate) = leading_append(&path).await;
+    // The leader is inside its sync: each of these appends, polled once, is queued
+    // behind it (the log grows by its record) and waits.
+    let records: Vec<Vec<u8>> = (1..=8u32).map(|task| make_record(task, 0)).collect();
+    let mut followers: Vec<_> = records
+        .iter()
+        .map(|record| Box::pin(futures::future::maybe_done(log.append(record))))
+        .collect();
+    for follower in &mut followers {
+        let before = log.stats().len;
+        assert!(futures::poll!(follower.as_mut()).is_pending());
+        assert!(log.stats().len > before, "queued when first polled");
     }
+    let stats = log.stats();
+    assert_eq!(
+        (stats.led_writes, stats.writes, stats.syncs),
+        (0, 0, 0),
+        "{stats:?}"
+    );
+    gate.release();
     let first = leader.await.unwrap().unwrap();
     assert_eq!(first.start, 0);
-    let mut positions: Vec<(Position, u32)> = Vec::new();
-    for (i, follower) in followers.into_iter().enumerate() {
-        positions.push((follower.await.unwrap().unwrap(), i as u32 + 1));
+    let mut positions = Vec::new();
+    for mut follower in followers {
+        follower.as_mut().await;
+        positions.push(follower.as_mut().take_output().unwrap().unwrap());
     }
     let stats = log.stats();
     assert_eq!(stats.led_writes, 1, "{stats:?}");
     assert_eq!(stats.records, 9);
     // The eight queued during the leader's sync shared the flusher's batch.
-    assert_eq!(stats.writes, 2, "{stats:?}");
+    assert_eq!((stats.writes, stats.syncs), (2, 2), "{stats:?}");
     assert_eq!(stats.largest_batch_records, 8, "{stats:?}");
     log.close().await.unwrap();
-    // The file holds each record at the position its append returned.
+    // The file holds each record at the position its append returned, in the order
+    // the appends were queued.
     let read = read_log(&path, true).await;
     assert_eq!(read.len(), 9);
     assert_eq!(read[0].0, first);
-    for (position, task) in positions {
-        let (_, data) = read.iter().find(|(p, _)| *p == position).unwrap();
-        assert_eq!(&data[..], &make_record(task, 0)[..]);
+    for (i, (position, record)) in positions.iter().zip(&records).enumerate() {
+        assert_eq!(read[i + 1].0, *position);
+        assert_eq!(&read[i + 1].1[..], &record[..]);
     }
 }
 
@@ -242,7 +303,7 @@ async fn a_record_larger_than_a_batch_is_finished_by_the_flusher() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_led_sync_poisons_the_writer() {
     let (_dir, path) = temp_log();
-    let storage = SlowStorage::new(&path, Duration::ZERO, Some(5));
+    let storage = SlowStorage::new(&path, None, Some(5));
     let log = WriterOptions::new()
         .from_storage(Box::new(storage), 0)
         .unwrap();
@@ -280,9 +341,14 @@ async fn a_failed_led_sync_poisons_the_writer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn close_during_a_led_sync_waits_for_it() {
     let (_dir, path) = temp_log();
-    let (log, leader) = leading_append(&path, Duration::from_millis(50)).await;
-    tokio::time::sleep(Duration::from_millis(15)).await;
-    let len = tokio::time::timeout(Duration::from_secs(10), log.close())
+    let (log, leader, gate) = leading_append(&path).await;
+    // Polled once, `close` has begun (no append is taken after this) and waits.
+    let mut close = Box::pin(log.close());
+    assert!(futures::poll!(close.as_mut()).is_pending());
+    assert!(matches!(log.append(b"late").await, Err(Error::Closed)));
+    assert!(!leader.is_finished(), "the leader is still inside its sync");
+    gate.release();
+    let len = tokio::time::timeout(Duration::from_secs(30), close)
         .await
         .expect("no hang")
         .unwrap();
@@ -290,5 +356,5 @@ async fn close_during_a_led_sync_waits_for_it() {
     assert_eq!(len, position.end);
     assert_eq!(log.stats().led_writes, 1);
     assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
-    assert!(matches!(log.append(b"late").await, Err(Error::Closed)));
+    assert_eq!(read_log(&path, true).await.len(), 1);
 }

@@ -505,6 +505,7 @@ async fn a_crash_of_the_writer_loses_no_acknowledged_record() {
     for round in 0..3u64 {
         let mut child = spawn_child(dir.path(), "crash");
         let stderr = child.stderr.take().unwrap();
+        let (count_tx, count_rx) = std::sync::mpsc::channel();
         let acks = std::thread::spawn(move || {
             let mut acked = Vec::new();
             let mut stderr = BufReader::new(stderr);
@@ -517,12 +518,27 @@ async fn a_crash_of_the_writer_loses_no_acknowledged_record() {
                     let seq: u32 = fields.next().unwrap().parse().unwrap();
                     let end: LogPosition = fields.next().unwrap().parse().unwrap();
                     acked.push((task, seq, end));
+                    let _ = count_tx.send(acked.len());
                 }
                 line.clear();
             }
             acked
         });
-        tokio::time::sleep(Duration::from_millis(300 + 150 * round)).await;
+        // Killed once it has acknowledged some records (more each round), while it
+        // goes on appending and rotating: an event, not a sleep, so a loaded machine
+        // that runs the child slowly still kills it with something acknowledged.
+        let wanted = [1, 50, 200][round as usize];
+        let counted = tokio::task::spawn_blocking(move || loop {
+            // A generous hang guard, no more.
+            match count_rx.recv_timeout(Duration::from_secs(120)) {
+                Ok(n) if n >= wanted => return Ok(()),
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+        });
+        if let Err(e) = counted.await.unwrap() {
+            panic!("round {round}: {wanted} acknowledgements never came: {e}");
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         let acked = acks.join().unwrap();

@@ -17,26 +17,37 @@
 //! (`append_batch`, `truncate_after`, retention, recycling) with an exact model.
 //!
 //! `LOGDIR_POWER_CUT_CUTS` sets how many cuts (default 200), `POWER_CUT_SEED`
-//! replays a run's configurations and cuts (the seed and the command are printed). `scripts/power-cut.sh N dir` runs N cuts.
+//! replays a run's configurations and cuts (the seed and the command are printed).
+//! `scripts/power-cut.sh N dir` runs N cuts.
+//!
+//! The tasks race each other and the writer's thread on a multi-thread runtime, so
+//! a seed alone does not bring back the schedule a failing run met. What does is
+//! its record: a cut that fails writes down its whole run (the configuration,
+//! every step of the trace, each acknowledgement and purge with the step it was
+//! seen at) with the cut and the seed of its image, and prints the command that
+//! checks exactly that cut again from the record (`LOGDIR_POWER_CUT_REPLAY=file`),
+//! step for step, whatever the machine does.
 
 use crate::power_support;
 use crate::writer_support;
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use walcodec::testing::DirStorage;
 use walcodec::{LogDir, LogPosition, WriterOptions};
 
 use power_support::dir::{dir_image, write_image, DirImage, DirOp, DirTrace, SimDir};
-use power_support::{env_number, scratch_dir, seed, start_run, ReplayOnPanic, SplitMix};
+use power_support::{env_number, scratch_dir, seed, start_run, Op, ReplayOnPanic, SplitMix};
 use writer_support::{make_record_sized, verify_sized};
 
 /// Cuts drawn from each run: the run is the slow part, a cut is cheaper.
 const CUTS_PER_RUN: usize = 20;
 
 /// One run of a `LogDir` and what it acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Run {
     max_segment_bytes: u64,
     preallocate: u64,
@@ -282,9 +293,17 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
             } else {
                 rng.range(0, run.ops.len() as u64 + 1) as usize
             };
-            let image = dir_image(&run.ops, cut, &mut rng);
+            let image_seed = rng.next_u64();
+            let image = dir_image(&run.ops, cut, &mut SplitMix::new(image_seed));
             let image_path = scratch.path().join("image");
+            let record = RecordOnPanic {
+                run: &run,
+                cut,
+                image_seed,
+                seed,
+            };
             check_cut(&run, cut, &image, &image_path, &mut tally).await;
+            drop(record);
         }
     }
     println!(
@@ -307,10 +326,23 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
 }
 
 // Several tasks on two threads, racing the writer's own thread: a seed replays each
-// run's configuration and its cuts, not the schedule the tasks met (the single-task
-// script of tests/logdir_power_cut_ops.rs replays step for step).
+// run's configuration and its cuts, not the schedule the tasks met; a failing cut's
+// record (see the module docs) replays that schedule step for step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logdir_power_cuts_lose_no_acknowledged_record() {
+    if let Some(file) = std::env::var_os("LOGDIR_POWER_CUT_REPLAY") {
+        let (run, cut, image_seed) = load_run(&std::fs::read_to_string(&file).unwrap());
+        println!(
+            "logdir power cut: replaying the cut after {cut} of {} steps recorded in {}",
+            run.ops.len(),
+            Path::new(&file).display()
+        );
+        let scratch = tempfile::tempdir_in(scratch_dir()).unwrap();
+        let image = dir_image(&run.ops, cut, &mut SplitMix::new(image_seed));
+        let mut tally = Tally::default();
+        check_cut(&run, cut, &image, &scratch.path().join("image"), &mut tally).await;
+        return;
+    }
     let cuts = env_number("LOGDIR_POWER_CUT_CUTS").unwrap_or(200) as usize;
     let seed = seed();
     let _replay = ReplayOnPanic::new(
@@ -408,4 +440,194 @@ async fn a_cut_that_keeps_a_later_deletion_of_a_purge_leaves_no_hole() {
     reopened.close().await.unwrap();
     // Its leftover was deleted, so a reader elsewhere sees no hole either.
     assert!(!image_path.join(&first_purged).exists());
+}
+
+/// Writes down the run of a cut whose check panics, and prints the command that
+/// checks that cut again from the record: the schedule the tasks met, replayed.
+struct RecordOnPanic<'a> {
+    run: &'a Run,
+    cut: usize,
+    image_seed: u64,
+    seed: u64,
+}
+
+impl Drop for RecordOnPanic<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let path = recorded_run_path(self.seed, self.cut);
+        match std::fs::write(&path, save_run(self.run, self.cut, self.image_seed)) {
+            Ok(()) => eprintln!(
+                "replay this cut exactly, from its recorded run, with:\n    \
+                 LOGDIR_POWER_CUT_REPLAY={} cargo test --release --features cli --test all -- \
+                 --exact logdir_power_cut::logdir_power_cuts_lose_no_acknowledged_record --nocapture",
+                path.display()
+            ),
+            Err(e) => eprintln!("could not record the run in {}: {e}", path.display()),
+        }
+    }
+}
+
+/// Where a failing cut's run is written: beside the scratch directories, which
+/// are removed when the test ends.
+fn recorded_run_path(seed: u64, cut: usize) -> PathBuf {
+    scratch_dir().join(format!("logdir-power-cut-{seed}-{cut}.run"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        write!(out, "{byte:02x}").unwrap();
+    }
+    if out.is_empty() {
+        out.push('-');
+    }
+    out
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    if text == "-" {
+        return Vec::new();
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// A run, the cut and its image's seed as text, a line a step (see [`load_run`]).
+fn save_run(run: &Run, cut: usize, image_seed: u64) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    writeln!(
+        w,
+        "config {} {} {} {}",
+        run.max_segment_bytes, run.preallocate, run.recycle, run.rotations
+    )
+    .unwrap();
+    writeln!(w, "cut {cut} {image_seed}").unwrap();
+    for op in &run.ops {
+        match op {
+            DirOp::File { inode, op } => match op {
+                Op::Write { offset, data } => {
+                    writeln!(w, "file {inode} write {offset} {}", hex(data))
+                }
+                Op::SetLen(len) => writeln!(w, "file {inode} setlen {len}"),
+                Op::Sync => writeln!(w, "file {inode} sync"),
+            },
+            DirOp::Entry { name, inode, group } => {
+                let inode = inode.map_or("-".to_string(), |i| i.to_string());
+                writeln!(w, "entry {name} {inode} {group}")
+            }
+            DirOp::DirSync => writeln!(w, "dirsync"),
+        }
+        .unwrap();
+    }
+    for (end, data) in &run.records {
+        writeln!(w, "record {} {} {}", end.segment, end.offset, hex(data)).unwrap();
+    }
+    for (seen, end) in &run.acks {
+        writeln!(w, "ack {seen} {} {}", end.segment, end.offset).unwrap();
+    }
+    for (called, seen, segments) in &run.purges {
+        let segments: Vec<String> = segments.iter().map(u64::to_string).collect();
+        writeln!(w, "purge {called} {seen} {}", segments.join(",")).unwrap();
+    }
+    out
+}
+
+/// What [`save_run`] wrote.
+fn load_run(text: &str) -> (Run, usize, u64) {
+    let mut run = Run {
+        max_segment_bytes: 0,
+        preallocate: 0,
+        recycle: 0,
+        ops: Vec::new(),
+        records: BTreeMap::new(),
+        acks: Vec::new(),
+        purges: Vec::new(),
+        rotations: 0,
+    };
+    let (mut cut, mut image_seed) = (0, 0);
+    let n = |word: &str| -> u64 { word.parse().unwrap() };
+    for line in text.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        match words[..] {
+            ["config", segment, preallocate, recycle, rotations] => {
+                run.max_segment_bytes = n(segment);
+                run.preallocate = n(preallocate);
+                run.recycle = n(recycle) as usize;
+                run.rotations = n(rotations) as usize;
+            }
+            ["cut", at, seed] => (cut, image_seed) = (n(at) as usize, n(seed)),
+            ["file", inode, "write", offset, data] => run.ops.push(DirOp::File {
+                inode: n(inode),
+                op: Op::Write {
+                    offset: n(offset),
+                    data: unhex(data),
+                },
+            }),
+            ["file", inode, "setlen", len] => run.ops.push(DirOp::File {
+                inode: n(inode),
+                op: Op::SetLen(n(len)),
+            }),
+            ["file", inode, "sync"] => run.ops.push(DirOp::File {
+                inode: n(inode),
+                op: Op::Sync,
+            }),
+            ["entry", name, inode, group] => run.ops.push(DirOp::Entry {
+                name: name.to_string(),
+                inode: (inode != "-").then(|| n(inode)),
+                group: n(group) as usize,
+            }),
+            ["dirsync"] => run.ops.push(DirOp::DirSync),
+            ["record", segment, offset, data] => {
+                run.records
+                    .insert(LogPosition::new(n(segment), n(offset)), unhex(data));
+            }
+            ["ack", seen, segment, offset] => run
+                .acks
+                .push((n(seen) as usize, LogPosition::new(n(segment), n(offset)))),
+            ["purge", called, seen, segments] => run.purges.push((
+                n(called) as usize,
+                n(seen) as usize,
+                segments
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(n)
+                    .collect(),
+            )),
+            _ => panic!("not a line of a recorded run: {line:?}"),
+        }
+    }
+    (run, cut, image_seed)
+}
+
+/// A recorded run reads back as it was, and its cut checks the same: what a
+/// failing cut's replay relies on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_run_replays_its_cut() {
+    let scratch = tempfile::tempdir_in(scratch_dir()).unwrap();
+    let mut rng = SplitMix::new(42);
+    let run = run_dir(&mut rng, &scratch.path().join("run")).await;
+    assert!(!run.acks.is_empty());
+    let cut = run.ops.len() * 2 / 3;
+    let text = save_run(&run, cut, 7);
+    let (loaded, loaded_cut, image_seed) = load_run(&text);
+    assert_eq!((loaded_cut, image_seed), (cut, 7));
+    assert_eq!(loaded, run);
+    let image = dir_image(&loaded.ops, cut, &mut SplitMix::new(image_seed));
+    let again = dir_image(&run.ops, cut, &mut SplitMix::new(7));
+    assert_eq!(image.files, again.files);
+    let mut tally = Tally::default();
+    check_cut(
+        &loaded,
+        cut,
+        &image,
+        &scratch.path().join("image"),
+        &mut tally,
+    )
+    .await;
+    assert_eq!((tally.cuts, tally.lost), (1, 0));
 }

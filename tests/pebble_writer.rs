@@ -188,6 +188,7 @@ fn a_crash_never_reads_as_corruption() {
             .spawn()
             .unwrap();
         let stderr = child.stderr.take().unwrap();
+        let (acks_tx, acks_rx) = std::sync::mpsc::channel();
         let reader = std::thread::spawn(move || {
             let mut acked = Vec::new();
             let mut stderr = BufReader::new(stderr);
@@ -197,12 +198,24 @@ fn a_crash_never_reads_as_corruption() {
                 if let Some(ack) = line.strip_suffix('\n').and_then(|l| l.strip_prefix("ack ")) {
                     let mut fields = ack.split(' ').map(|f| f.parse::<u32>().unwrap());
                     acked.push((fields.next().unwrap(), fields.next().unwrap()));
+                    let _ = acks_tx.send(acked.len());
                 }
                 line.clear();
             }
             acked
         });
-        std::thread::sleep(Duration::from_millis(150 + 70 * round));
+        // Killed once it has acknowledged some records (more each round), while it
+        // goes on appending: an event, not a sleep, so a loaded machine that runs the
+        // child slowly still kills it with something acknowledged. The wait has a
+        // generous hang guard, no more.
+        let wanted = [1, 20, 100, 300][round as usize];
+        loop {
+            match acks_rx.recv_timeout(Duration::from_secs(120)) {
+                Ok(n) if n >= wanted => break,
+                Ok(_) => {}
+                Err(e) => panic!("round {round}: {wanted} acknowledgements never came: {e}"),
+            }
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         let acked = reader.join().unwrap();

@@ -321,9 +321,11 @@ async fn full_records_are_views_of_the_chunk() {
     );
 }
 
-/// A source that counts the bytes read from it.
+/// A source that counts the bytes read from it, and says when it is dropped (which
+/// the reading thread does when it ends).
 struct Counting {
     read: Arc<AtomicU64>,
+    dropped: Option<tokio::sync::oneshot::Sender<u64>>,
 }
 
 impl Read for Counting {
@@ -334,35 +336,54 @@ impl Read for Counting {
     }
 }
 
+impl Drop for Counting {
+    fn drop(&mut self) {
+        let read = self.read.load(Ordering::SeqCst);
+        let _ = self.dropped.take().unwrap().send(read);
+    }
+}
+
 /// A reader that stops taking chunks stops the reads: the pipeline holds the chunks
-/// in flight, the one being filled and the one handed out, no more.
+/// in flight, the one being filled and the one handed out, no more; and dropping it
+/// ends the reading thread.
+///
+/// Events, not waits: the test waits (with a hang guard) until the thread has read
+/// as far as the bound allows, then drops the reader and waits until the thread has
+/// dropped its source, which it does only once it has stopped. The bytes read by
+/// then are exact: a pipeline that read past its bound would have read more before
+/// it noticed the reader was gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_stays_bounded_when_the_reader_stops() {
     let read = Arc::new(AtomicU64::new(0));
+    let (dropped, source_gone) = tokio::sync::oneshot::channel();
     let chunk_bytes = 64 << 10;
     let in_flight = 3;
     let mut source = ReadAhead::builder()
         .chunk_bytes(chunk_bytes)
         .chunks_in_flight(in_flight)
-        .spawn(Counting { read: read.clone() });
+        .spawn(Counting {
+            read: read.clone(),
+            dropped: Some(dropped),
+        });
     let first = source.next().await.unwrap().unwrap();
     assert_eq!(first.len(), chunk_bytes);
-    // Let the reading thread run as far as it can.
-    for _ in 0..50 {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    // The chunk handed out, `in_flight` queued, and one read that waits for room.
     let bound = ((in_flight + 2) * chunk_bytes) as u64;
-    assert!(
-        read.load(Ordering::SeqCst) <= bound,
-        "{} > {bound}",
-        read.load(Ordering::SeqCst)
-    );
-    // Dropping the reader ends the reading thread.
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while read.load(Ordering::SeqCst) < bound {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the reading thread never read ahead");
+    // Dropping the reader ends the reading thread, which drops its source.
     drop(source);
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    let stopped = read.load(Ordering::SeqCst);
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    assert_eq!(read.load(Ordering::SeqCst), stopped);
+    let at_drop = tokio::time::timeout(std::time::Duration::from_secs(60), source_gone)
+        .await
+        .expect("the reading thread did not stop")
+        .unwrap();
+    assert_eq!(at_drop, bound);
+    drop(first);
 }
 
 /// A read error reaches the reader as `Error::Io`, after the bytes before it.

@@ -11,7 +11,7 @@ use tokio_util::codec::Decoder;
 use walcodec::{block_start, Dialect, LogDecoder, LogPosition};
 
 use crate::error::ArchiveError;
-use crate::manifest::{self, Manifest, SegmentEntry};
+use crate::manifest::{self, Manifest, SegmentEntry, Stored};
 use crate::restore::fetch_checked;
 use crate::scan::segment_decoder;
 use crate::store::{Bucket, RetryPolicy};
@@ -44,7 +44,9 @@ pub const DEFAULT_READ_BYTES: u64 = 1 << 20;
 #[derive(Clone)]
 pub struct Archive {
     bucket: Bucket,
-    manifest: Manifest,
+    /// The manifest as read, with its version: what retention's write is
+    /// conditional on.
+    stored: Stored,
     read_bytes: u64,
 }
 
@@ -53,7 +55,7 @@ impl std::fmt::Debug for Archive {
         f.debug_struct("Archive")
             .field("store", &self.bucket.store)
             .field("prefix", &self.bucket.prefix)
-            .field("manifest", &self.manifest)
+            .field("manifest", &self.stored.manifest)
             .finish()
     }
 }
@@ -149,14 +151,14 @@ impl Archive {
     ) -> Result<Archive, ArchiveError> {
         let mut bucket = Bucket::new(store, prefix);
         bucket.retry = retry;
-        let manifest = Manifest::load(&bucket)
+        let stored = Stored::load(&bucket)
             .await?
             .ok_or_else(|| ArchiveError::NoArchive {
                 prefix: bucket.prefix.to_string(),
             })?;
         Ok(Archive {
             bucket,
-            manifest,
+            stored,
             read_bytes: DEFAULT_READ_BYTES,
         })
     }
@@ -170,18 +172,18 @@ impl Archive {
 
     /// The manifest as read by [`open`](Self::open).
     pub fn manifest(&self) -> &Manifest {
-        &self.manifest
+        &self.stored.manifest
     }
 
     /// The sealed segments archived, oldest first.
     pub fn segments(&self) -> &[SegmentEntry] {
-        &self.manifest.segments
+        &self.stored.manifest.segments
     }
 
     /// The end of what the archive holds: the last record of the active
     /// segment's prefix, or else the start of the segment after the last sealed.
     pub fn end(&self) -> LogPosition {
-        let sealed = self.manifest.archived_end();
+        let sealed = self.stored.manifest.archived_end();
         match self.active() {
             Some(active) => sealed.max(active.0.end()),
             None => sealed,
@@ -189,15 +191,17 @@ impl Archive {
     }
 
     fn active(&self) -> Option<(SegmentEntry, String)> {
-        self.manifest
+        self.stored
+            .manifest
             .active
-            .filter(|active| active.number == self.manifest.next_segment())
-            .map(|active| (active, manifest::active_object(active.number)))
+            .filter(|active| active.number == self.stored.manifest.next_segment())
+            .map(|active| (active, manifest::active_object(active.number, active.size)))
     }
 
     /// Every object with its name, oldest first (the active prefix last).
     fn objects(&self) -> Vec<(SegmentEntry, String, bool)> {
         let mut objects: Vec<(SegmentEntry, String, bool)> = self
+            .stored
             .manifest
             .segments
             .iter()
@@ -230,7 +234,7 @@ impl Archive {
             .collect();
         let state = ReadState {
             bucket: self.bucket.clone(),
-            dialect: self.manifest.dialect(),
+            dialect: self.stored.manifest.dialect(),
             read_bytes: self.read_bytes,
             objects,
             index: 0,
@@ -277,7 +281,7 @@ impl Archive {
             bytes: 0,
             problems: Vec::new(),
         };
-        let dialect = self.manifest.dialect();
+        let dialect = self.stored.manifest.dialect();
         for (entry, object, sealed) in self.objects() {
             let checked = self
                 .bucket
@@ -307,17 +311,20 @@ impl Archive {
     /// nothing lists, never a listed one missing), then their objects. Returns the
     /// segments deleted.
     ///
-    /// Run it from one place at a time, and not while an [`Archiver`](crate::Archiver)
-    /// of the same prefix runs: both rewrite the manifest.
+    /// The manifest is replaced only if it is still the one this `Archive` read:
+    /// an [`Archiver`](crate::Archiver) of the same prefix running meanwhile makes
+    /// it fail with [`ArchiveError::Conflict`] (open the archive again and retry),
+    /// never lose the archiver's segments; the archiver goes on from the trimmed
+    /// manifest.
     ///
     /// # Errors
-    /// Store failures after retries.
+    /// Store failures after retries; [`ArchiveError::Conflict`].
     pub async fn apply_retention(
         &mut self,
         policy: BucketRetention,
     ) -> Result<Vec<u64>, ArchiveError> {
         let now = manifest::now_ms();
-        let segments = &self.manifest.segments;
+        let segments = &self.stored.manifest.segments;
         let mut total: u64 = segments.iter().map(|s| s.size).sum();
         let mut count = segments.len() as u64;
         let mut victims = Vec::new();
@@ -342,11 +349,13 @@ impl Archive {
         let Some(&last) = victims.last() else {
             return Ok(victims);
         };
-        let mut manifest = self.manifest.clone();
-        manifest.segments.retain(|s| s.number > last);
-        manifest.deleted_before = last + 1;
-        manifest.store(&self.bucket).await?;
-        self.manifest = manifest;
+        let mut stored = self.stored.clone();
+        stored.manifest.segments.retain(|s| s.number > last);
+        stored.manifest.deleted_before = last + 1;
+        // Conditional on the manifest read: an archiver's write since is not
+        // overwritten (open the archive again and retry).
+        stored.save(&self.bucket).await?;
+        self.stored = stored;
         let bucket = &self.bucket;
         for &number in &victims {
             let path = &bucket.path(&manifest::segment_object(number));

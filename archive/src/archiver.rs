@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use walcodec::{Dialect, LogDir, LogPosition, RetentionHold};
 
 use crate::error::ArchiveError;
-use crate::manifest::{self, now_ms, Manifest, SegmentEntry};
+use crate::manifest::{self, now_ms, Manifest, SegmentEntry, Stored};
 use crate::scan::SegmentScan;
 use crate::store::{Bucket, RetryPolicy};
 
@@ -79,8 +79,20 @@ type Progress = Arc<dyn Fn(u64) + Send + Sync>;
 /// [`purge_before`](LogDir::purge_before) never delete a segment before it is
 /// archived. The hold lives as long as the `Archiver`, across failed runs.
 ///
-/// One archiver per prefix: two writing the same manifest would overwrite each
-/// other's.
+/// # One archiver per prefix
+///
+/// Each manifest write is conditional on the manifest this archiver last read or
+/// wrote (an e-tag precondition; see [`ArchiveError::Conflict`]): a second
+/// archiver of the same prefix stops with [`ArchiveError::Conflict`] at its first
+/// write after the other's, instead of overwriting it. Bucket retention
+/// ([`Archive::apply_retention`](crate::Archive::apply_retention)) run meanwhile
+/// is taken in: the archiver goes on from the trimmed manifest. On stores without
+/// conditional writes (`LocalFileSystem`) the check is a `HEAD` just before the
+/// write, which misses two writes within one round trip of each other. The one
+/// segment object a second archiver uploaded before it stopped may replace the
+/// first's object of the same number: [`verify`](crate::Archive::verify) names
+/// it and [`restore`](crate::restore) refuses it by its checksum, never restoring
+/// the other log's records.
 pub struct Archiver {
     bucket: Bucket,
     part_bytes: usize,
@@ -256,15 +268,29 @@ impl Archiver {
         Ok(*self.archived.borrow())
     }
 
-    /// Archives the sealed segments of the log directory at `dir` that the archive
-    /// does not hold yet (all its segments but the last, which a writer may still
-    /// be appending to), without opening it: no lock is taken, so a writer in
-    /// another process may be running. The command line's `push`.
+    /// Archives the segments of the log directory at `dir` that the archive does
+    /// not hold yet, without opening it (the command line's `push`):
+    ///
+    /// - while a writer has the directory open (its `LOCK` is held, by this
+    ///   process or another), every segment but the last, which the writer may
+    ///   still be appending to;
+    /// - when no writer has it open, the last segment too, whole, as the archive's
+    ///   *active prefix* (`active/`, as [`active_every`](Self::active_every)
+    ///   uploads it), not as a sealed segment: a closed log's last segment is
+    ///   complete, but opening the log again appends to it, and a later push then
+    ///   archives it again, longer, until it seals. The directory's lock is held
+    ///   meanwhile, so no writer opens it during the push.
     ///
     /// # Errors
-    /// As [`run`](Self::run); [`ArchiveError::Io`] when `dir` cannot be read.
+    /// As [`run`](Self::run); [`ArchiveError::Io`] when `dir` cannot be read;
+    /// [`ArchiveError::BadSegment`] when the last segment of a directory no writer
+    /// has open ends in a torn record (a writer was killed: open the log with
+    /// [`LogDir::open`], which cuts it, then push), after the sealed segments were
+    /// archived.
     pub async fn push_dir(&self, dir: impl AsRef<FsPath>) -> Result<PushSummary, ArchiveError> {
         let dir = dir.as_ref().to_path_buf();
+        // Taken before listing: no writer opens the directory from now on.
+        let closed = try_lock(&dir).await?;
         let listed = {
             let listing = dir.clone();
             tokio::task::spawn_blocking(move || walcodec::LogDir::list(listing))
@@ -288,26 +314,42 @@ impl Archiver {
         };
         let first = listed.segments.first().map_or(1, |s| s.number);
         let mut manifest = self.open_manifest(dialect, first).await?;
+        let last = listed.segments.last().map(|s| (s.number, s.len));
         let sealed: Vec<(u64, u64)> = match listed.segments.split_last() {
             Some((_, sealed)) => sealed.iter().map(|s| (s.number, s.len)).collect(),
             None => Vec::new(),
         };
-        let before = manifest.segments.len();
+        let before = manifest.manifest.segments.len();
         self.archive_segments(&dir, &sealed, dialect, first, &mut manifest)
             .await?;
-        let added = &manifest.segments[before..];
+        let mut active_bytes = 0;
+        if let (Some(_lock), Some((number, len))) = (&closed, last) {
+            let listed = manifest.manifest.active.filter(|a| a.number == number);
+            if len > 0
+                && number == manifest.manifest.next_segment()
+                && listed.is_none_or(|a| a.size != len)
+            {
+                let path = dir.join(manifest::walcodec_segment_name(number));
+                self.put_active(&path, number, len, dialect, &mut manifest)
+                    .await?;
+                active_bytes = len;
+            }
+        }
+        drop(closed);
+        let added = &manifest.manifest.segments[before..];
         Ok(PushSummary {
-            segments: added.len() as u64,
-            bytes: added.iter().map(|s| s.size).sum(),
-            archived_end: manifest.archived_end(),
+            segments: added.len() as u64 + u64::from(active_bytes > 0),
+            bytes: added.iter().map(|s| s.size).sum::<u64>() + active_bytes,
+            archived_end: self.archived_end().borrow().to_owned(),
         })
     }
 
     /// The archive's manifest, created (and stored) for a log of `dialect` whose
     /// oldest segment is `first` when there is none yet.
-    async fn open_manifest(&self, dialect: Dialect, first: u64) -> Result<Manifest, ArchiveError> {
-        let manifest = match Manifest::load(&self.bucket).await? {
-            Some(manifest) => {
+    async fn open_manifest(&self, dialect: Dialect, first: u64) -> Result<Stored, ArchiveError> {
+        let stored = match Stored::load(&self.bucket).await? {
+            Some(stored) => {
+                let manifest = &stored.manifest;
                 if (manifest.dialect() == Dialect::Pebble) != (dialect == Dialect::Pebble) {
                     return Err(ArchiveError::Manifest {
                         object: self.bucket.path(manifest::MANIFEST).to_string(),
@@ -318,17 +360,59 @@ impl Archiver {
                         ),
                     });
                 }
-                manifest
+                stored
             }
             None => {
-                let manifest = Manifest::new(dialect, first);
-                manifest.store(&self.bucket).await?;
-                manifest
+                let mut stored = Stored::new(Manifest::new(dialect, first));
+                stored.save(&self.bucket).await?;
+                stored
             }
         };
-        self.release_before(manifest.next_segment());
-        self.publish(&manifest);
-        Ok(manifest)
+        self.release_before(stored.manifest.next_segment());
+        self.publish(&stored.manifest);
+        Ok(stored)
+    }
+
+    /// Writes the manifest. When bucket retention
+    /// ([`Archive::apply_retention`](crate::Archive::apply_retention)) rewrote it
+    /// meanwhile (it only drops segments from the front), goes on from its
+    /// manifest; any other change is another writer's: [`ArchiveError::Conflict`].
+    async fn save(&self, stored: &mut Stored) -> Result<(), ArchiveError> {
+        loop {
+            let conflict = match stored.save(&self.bucket).await {
+                Err(conflict @ ArchiveError::Conflict { .. }) => conflict,
+                other => return other,
+            };
+            let (Some(base), Some(theirs)) = (&stored.base, Stored::load(&self.bucket).await?)
+            else {
+                return Err(conflict);
+            };
+            let ours = &stored.manifest;
+            let trimmed = theirs.manifest.deleted_before;
+            let only_retention = theirs.manifest.version == base.version
+                && theirs.manifest.dialect == base.dialect
+                && theirs.manifest.start == base.start
+                && theirs.manifest.active == base.active
+                && trimmed >= base.deleted_before
+                && trimmed < ours.next_segment()
+                && theirs.manifest.segments[..]
+                    == base
+                        .segments
+                        .iter()
+                        .copied()
+                        .filter(|s| s.number >= trimmed)
+                        .collect::<Vec<_>>()[..];
+            if !only_retention {
+                return Err(conflict);
+            }
+            let mut merged = ours.clone();
+            merged.deleted_before = trimmed;
+            merged.segments.retain(|s| s.number >= trimmed);
+            *stored = Stored {
+                manifest: merged,
+                ..theirs
+            };
+        }
     }
 
     fn publish(&self, manifest: &Manifest) {
@@ -346,9 +430,9 @@ impl Archiver {
     async fn archive_sealed_of(
         &self,
         log: &LogDir,
-        manifest: &mut Manifest,
+        manifest: &mut Stored,
     ) -> Result<(), ArchiveError> {
-        let archived = manifest.archived_end();
+        let archived = manifest.manifest.archived_end();
         let log_end = log.end();
         if log_end < archived {
             return Err(ArchiveError::TruncatedBehindArchive {
@@ -376,10 +460,10 @@ impl Archiver {
         sealed: &[(u64, u64)],
         dialect: Dialect,
         first: u64,
-        manifest: &mut Manifest,
+        stored: &mut Stored,
     ) -> Result<(), ArchiveError> {
         for &(number, len) in sealed {
-            let next = manifest.next_segment();
+            let next = stored.manifest.next_segment();
             if number < next {
                 continue;
             }
@@ -398,31 +482,27 @@ impl Archiver {
             let entry = self
                 .upload_file(&path, number, len, &object, dialect, true)
                 .await?;
+            let manifest = &mut stored.manifest;
             manifest.segments.push(entry);
-            let superseded = manifest
-                .active
-                .filter(|active| active.number <= number)
-                .map(|active| active.number);
+            let superseded = manifest.active.filter(|active| active.number <= number);
             if superseded.is_some() {
                 manifest.active = None;
             }
-            manifest.store(&self.bucket).await?;
+            self.save(stored).await?;
             if let Some(active) = superseded {
-                self.delete_quietly(&manifest::active_object(active)).await;
+                self.delete_quietly(&manifest::active_object(active.number, active.size))
+                    .await;
             }
-            self.release_before(manifest.next_segment());
-            self.publish(manifest);
+            self.release_before(stored.manifest.next_segment());
+            self.publish(&stored.manifest);
         }
         Ok(())
     }
 
     /// Uploads the active segment's durable prefix when it grew since the last.
-    async fn upload_active(
-        &self,
-        log: &LogDir,
-        manifest: &mut Manifest,
-    ) -> Result<(), ArchiveError> {
+    async fn upload_active(&self, log: &LogDir, stored: &mut Stored) -> Result<(), ArchiveError> {
         let end = log.end();
+        let manifest = &stored.manifest;
         if end.offset == 0 || end.segment < manifest.next_segment() {
             return Ok(());
         }
@@ -433,23 +513,40 @@ impl Archiver {
             // Sealed segments are still waiting: they go first.
             return Ok(());
         }
-        let object = manifest::active_object(end.segment);
         let path = log
             .path()
             .join(manifest::walcodec_segment_name(end.segment));
+        self.put_active(&path, end.segment, end.offset, log.dialect(), stored)
+            .await
+    }
+
+    /// Uploads the first `len` bytes of the active segment `number`, at `path`,
+    /// as the archive's active prefix, replacing the last one.
+    async fn put_active(
+        &self,
+        path: &FsPath,
+        number: u64,
+        len: u64,
+        dialect: Dialect,
+        stored: &mut Stored,
+    ) -> Result<(), ArchiveError> {
+        // Each prefix gets an object of its own (named by its size): the one the
+        // manifest lists is never overwritten, so a crash or a failed manifest
+        // write between the upload and the listing leaves the last prefix listed
+        // whole and readable.
+        let object = manifest::active_object(number, len);
         let entry = self
-            .upload_file(
-                &path,
-                end.segment,
-                end.offset,
-                &object,
-                log.dialect(),
-                false,
-            )
+            .upload_file(path, number, len, &object, dialect, false)
             .await?;
-        manifest.active = Some(entry);
-        manifest.store(&self.bucket).await?;
-        self.publish(manifest);
+        let replaced = stored.manifest.active.replace(entry);
+        self.save(stored).await?;
+        if let Some(old) =
+            replaced.filter(|old| manifest::active_object(old.number, old.size) != object)
+        {
+            self.delete_quietly(&manifest::active_object(old.number, old.size))
+                .await;
+        }
+        self.publish(&stored.manifest);
         Ok(())
     }
 
@@ -613,6 +710,32 @@ impl Archiver {
         }
         Ok(())
     }
+}
+
+/// Takes the log directory's lock (as [`LogDir::open`] takes it) if no writer
+/// holds it: `Some` (held until dropped) when the directory is closed, `None`
+/// while a writer has it open.
+async fn try_lock(dir: &FsPath) -> Result<Option<std::fs::File>, ArchiveError> {
+    let path = dir.join("LOCK");
+    tokio::task::spawn_blocking(move || {
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+        {
+            Ok(file) => file,
+            Err(e) => return Err(ArchiveError::io(&path, e)),
+        };
+        match file.try_lock() {
+            Ok(()) => Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(ArchiveError::io(&path, e)),
+        }
+    })
+    .await
+    .map_err(|e| ArchiveError::io(dir, std::io::Error::other(e)))?
 }
 
 /// Reads exactly `len` bytes of `file` (a segment: its length is known).

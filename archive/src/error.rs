@@ -81,6 +81,17 @@ pub enum ArchiveError {
         /// What is wrong.
         reason: String,
     },
+    /// Another writer changed the manifest since this one read it: a second
+    /// [`Archiver`](crate::Archiver) of the same prefix (or of another log), or
+    /// bucket retention that could not be merged. Nothing was overwritten; stop
+    /// one of the two.
+    #[error("manifest {object}: {reason}")]
+    Conflict {
+        /// The manifest's path in the store.
+        object: String,
+        /// What happened.
+        reason: String,
+    },
     /// The prefix holds no archive (no manifest).
     #[error("no archive at {prefix} (no manifest object)")]
     NoArchive {

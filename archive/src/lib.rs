@@ -49,7 +49,7 @@
 //! ```text
 //! PREFIX/manifest.json          what the archive holds (rewritten whole by each update)
 //! PREFIX/segments/000007.log    sealed segment 7, byte for byte
-//! PREFIX/active/000009.log      the active segment's durable prefix, if uploaded
+//! PREFIX/active/000009-4096.log the active segment's durable prefix (4096 bytes), if uploaded
 //! ```
 
 #![deny(missing_docs)]

@@ -6,13 +6,13 @@
 //! ```text
 //! PREFIX/manifest.json          the manifest (rewritten whole, atomically, by each PUT)
 //! PREFIX/segments/000007.log    sealed segment 7, byte for byte
-//! PREFIX/active/000009.log      the active segment's durable prefix (Archiver::active_every)
+//! PREFIX/active/000009-4096.log the active segment's durable prefix (Archiver::active_every), by size
 //! ```
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 use walcodec::{Dialect, LogPosition};
 
@@ -146,45 +146,183 @@ impl Manifest {
     /// Reads the manifest of the archive at the bucket's prefix: `None` when there
     /// is none yet.
     pub(crate) async fn load(bucket: &Bucket) -> Result<Option<Manifest>, ArchiveError> {
+        Ok(Stored::load(bucket).await?.map(|stored| stored.manifest))
+    }
+
+    fn parse(bytes: &[u8], object: &str) -> Result<Manifest, ArchiveError> {
+        let manifest: Manifest =
+            serde_json::from_slice(bytes).map_err(|e| ArchiveError::Manifest {
+                object: object.to_string(),
+                reason: e.to_string(),
+            })?;
+        manifest.check(object)?;
+        Ok(manifest)
+    }
+}
+
+/// A manifest as this process last read or wrote it, with the object's version:
+/// the precondition of the next write. Each write replaces the manifest only if
+/// it is still the one read ([`PutMode::Update`] with its e-tag; [`PutMode::Create`]
+/// for the first), so two writers of one prefix (two archivers, or an archiver and
+/// bucket retention) never overwrite each other's: the second gets
+/// [`ArchiveError::Conflict`].
+///
+/// A store that cannot write conditionally (`LocalFileSystem` has no
+/// `PutMode::Update`; an S3 client with conditional puts disabled) is checked
+/// with a `HEAD` just before the write instead: that catches a second writer at
+/// its next write, unless the two writes land within one round trip of each
+/// other.
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
+    /// The manifest, as changed since.
+    pub(crate) manifest: Manifest,
+    /// The manifest the store holds, as far as this process knows (`None`: none
+    /// yet).
+    pub(crate) base: Option<Manifest>,
+    pub(crate) version: Option<UpdateVersion>,
+}
+
+impl Stored {
+    /// A manifest not written yet.
+    pub(crate) fn new(manifest: Manifest) -> Stored {
+        Stored {
+            manifest,
+            base: None,
+            version: None,
+        }
+    }
+
+    /// Reads the manifest of the archive at the bucket's prefix, with its version:
+    /// `None` when there is none yet.
+    pub(crate) async fn load(bucket: &Bucket) -> Result<Option<Stored>, ArchiveError> {
         let path = &bucket.path(MANIFEST);
-        let bytes = bucket
+        let got = bucket
             .retry(|| async move {
-                match bucket.get_all(path).await {
-                    Ok(bytes) => Ok(Some(bytes)),
+                match bucket.get_with_meta(path).await {
+                    Ok(got) => Ok(Some(got)),
                     Err(ArchiveError::Store(object_store::Error::NotFound { .. })) => Ok(None),
                     Err(e) => Err(e),
                 }
             })
             .await?;
-        let Some(bytes) = bytes else {
+        let Some((bytes, meta)) = got else {
             return Ok(None);
         };
-        let manifest: Manifest =
-            serde_json::from_slice(&bytes).map_err(|e| ArchiveError::Manifest {
-                object: path.to_string(),
-                reason: e.to_string(),
-            })?;
-        manifest.check(path.as_ref())?;
-        Ok(Some(manifest))
+        let manifest = Manifest::parse(&bytes, path.as_ref())?;
+        Ok(Some(Stored {
+            base: Some(manifest.clone()),
+            manifest,
+            version: Some(UpdateVersion {
+                e_tag: meta.e_tag,
+                version: meta.version,
+            }),
+        }))
     }
 
-    /// Writes the manifest, replacing the last one whole.
-    pub(crate) async fn store(&self, bucket: &Bucket) -> Result<(), ArchiveError> {
+    /// Writes the manifest, replacing the last one whole if it is still the one
+    /// this process read or wrote.
+    ///
+    /// # Errors
+    /// [`ArchiveError::Conflict`] when another writer changed it meanwhile.
+    pub(crate) async fn save(&mut self, bucket: &Bucket) -> Result<(), ArchiveError> {
         let path = &bucket.path(MANIFEST);
-        let bytes = &Bytes::from(serde_json::to_vec_pretty(self).expect("a manifest serializes"));
-        bucket
+        let bytes =
+            &Bytes::from(serde_json::to_vec_pretty(&self.manifest).expect("a manifest serializes"));
+        // The version the store holds, as the tries go: a try whose PUT landed but
+        // whose check failed (a body cut short) leaves its own write behind.
+        let known = &std::sync::Mutex::new((self.version.clone(), self.base.is_some()));
+        let conflict = |reason: String| ArchiveError::Conflict {
+            object: path.to_string(),
+            reason,
+        };
+        let version = bucket
             .retry(|| async move {
-                let payload = PutPayload::from_bytes(bytes.clone());
-                let options = PutOptions {
-                    mode: PutMode::Overwrite,
-                    ..PutOptions::default()
+                let (version, exists) = known
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
+                let mode = match (&version, exists) {
+                    (Some(version), true) => PutMode::Update(version.clone()),
+                    _ => PutMode::Create,
                 };
-                bucket
+                let put = bucket
                     .request(
                         &format!("PUT {path}"),
-                        bucket.store.put_opts(path, payload, options),
+                        bucket.store.put_opts(
+                            path,
+                            PutPayload::from_bytes(bytes.clone()),
+                            PutOptions {
+                                mode: mode.clone(),
+                                ..PutOptions::default()
+                            },
+                        ),
                     )
-                    .await?;
+                    .await;
+                let put = match put {
+                    Ok(put) => put,
+                    Err(ArchiveError::Store(object_store::Error::NotImplemented { .. })) => {
+                        // No conditional writes: check, then overwrite.
+                        let current = match bucket
+                            .request(&format!("HEAD {path}"), bucket.store.head(path))
+                            .await
+                        {
+                            Ok(meta) => Some(meta),
+                            Err(ArchiveError::Store(object_store::Error::NotFound { .. })) => None,
+                            Err(e) => return Err(e),
+                        };
+                        match (&current, &mode) {
+                            (None, PutMode::Create) => {}
+                            (Some(meta), PutMode::Update(version))
+                                if meta.e_tag.is_some() && meta.e_tag == version.e_tag => {}
+                            _ => {
+                                return Err(conflict(
+                                    "it changed since this process read it".into(),
+                                ))
+                            }
+                        }
+                        bucket
+                            .request(
+                                &format!("PUT {path}"),
+                                bucket.store.put_opts(
+                                    path,
+                                    PutPayload::from_bytes(bytes.clone()),
+                                    PutOptions {
+                                        mode: PutMode::Overwrite,
+                                        ..PutOptions::default()
+                                    },
+                                ),
+                            )
+                            .await?
+                    }
+                    Err(ArchiveError::Store(
+                        object_store::Error::AlreadyExists { .. }
+                        | object_store::Error::Precondition { .. },
+                    )) => {
+                        // Our own write may have landed with its answer lost: then
+                        // the manifest holds our bytes.
+                        return match bucket.get_with_meta(path).await {
+                            Ok((current, meta)) if current == *bytes => Ok(UpdateVersion {
+                                e_tag: meta.e_tag,
+                                version: meta.version,
+                            }),
+                            Ok(_)
+                            | Err(ArchiveError::Store(object_store::Error::NotFound { .. })) => {
+                                Err(conflict(
+                                    "another writer changed it since this process read it \
+                                     (a second archiver of this prefix?)"
+                                        .into(),
+                                ))
+                            }
+                            Err(e) => Err(e),
+                        };
+                    }
+                    Err(e) => return Err(e),
+                };
+                let written = UpdateVersion::from(put);
+                *known
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    (Some(written.clone()), true);
                 // The manifest decides what is archived: check it arrived whole.
                 let meta = bucket
                     .request(&format!("HEAD {path}"), bucket.store.head(path))
@@ -196,9 +334,12 @@ impl Manifest {
                         got: meta.size,
                     });
                 }
-                Ok(())
+                Ok(written)
             })
-            .await
+            .await?;
+        self.version = Some(version);
+        self.base = Some(self.manifest.clone());
+        Ok(())
     }
 }
 
@@ -207,9 +348,10 @@ pub(crate) fn segment_object(number: u64) -> String {
     format!("segments/{}", walcodec_segment_name(number))
 }
 
-/// The object name of the active segment `number`'s prefix.
-pub(crate) fn active_object(number: u64) -> String {
-    format!("active/{}", walcodec_segment_name(number))
+/// The object name of an active segment's prefix: its number and size, so that
+/// each upload of a longer prefix goes to an object of its own.
+pub(crate) fn active_object(number: u64, size: u64) -> String {
+    format!("active/{number:06}-{size}.log")
 }
 
 /// `NNNNNN.log`, as a log directory names its segments.

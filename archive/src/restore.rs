@@ -192,7 +192,11 @@ fn plan(manifest: &Manifest, until: Option<LogPosition>) -> Result<Vec<Step>, Ar
         .collect();
     if let Some(active) = manifest.active {
         if active.number == manifest.next_segment() {
-            entries.push((active, manifest::active_object(active.number), false));
+            entries.push((
+                active,
+                manifest::active_object(active.number, active.size),
+                false,
+            ));
         }
     }
     if let Some(until) = until {
@@ -328,6 +332,9 @@ pub(crate) async fn fetch_checked(
         }
         other => other?,
     };
+    // What the store says the object holds: a body shorter than that was cut on
+    // its way (retried as the policy allows), not damage at rest.
+    let stored_size = result.meta.size;
     let mut stream = result.into_stream();
     let mut scan = SegmentScan::new(entry.number, dialect);
     if let Some(cut) = cut {
@@ -353,6 +360,13 @@ pub(crate) async fn fetch_checked(
         sink(&chunk).map_err(|e| ArchiveError::io(PathBuf::from(object), e))?;
     }
     let len = scan.len();
+    if len != stored_size {
+        return Err(ArchiveError::ShortRead {
+            object: location.to_string(),
+            expected: stored_size,
+            got: len,
+        });
+    }
     if len != entry.size {
         return Err(corrupt(format!(
             "{len} bytes, not the {} listed",

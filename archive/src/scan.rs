@@ -127,7 +127,8 @@ impl SegmentScan {
     }
 
     /// The whole segment went past: as a sealed segment (`sealed`: a Pebble one
-    /// ends with its EOF trailer) or as the durable prefix of the active one.
+    /// ends with its EOF trailer) or as the durable prefix of the active one (which
+    /// ends with the trailer only when its log was closed).
     pub(crate) fn finish(mut self, sealed: bool) -> Result<Scanned, String> {
         if self.failure.is_none() {
             self.drain(true);
@@ -143,7 +144,9 @@ impl SegmentScan {
                 self.len
             ));
         }
-        let records_end = if self.pebble && sealed {
+        // A closed (not sealed) Pebble segment ends with the trailer too: the
+        // last segment of a log closed cleanly, archived as its active prefix.
+        let records_end = if self.pebble && (sealed || decoder.has_eof_trailer()) {
             let trailer_at = self.len.checked_sub(EOF_TRAILER_BYTES);
             if !(decoder.has_eof_trailer() && decoder.recycled_end() == trailer_at) {
                 return Err(format!(

@@ -151,16 +151,24 @@ impl Bucket {
     /// The whole object at `path`, under the timeout (the body's bytes too),
     /// checked against the size the store reports for it.
     pub(crate) async fn get_all(&self, path: &Path) -> Result<bytes::Bytes, ArchiveError> {
+        Ok(self.get_with_meta(path).await?.0)
+    }
+
+    /// [`get_all`](Self::get_all), with what the store says of the object.
+    pub(crate) async fn get_with_meta(
+        &self,
+        path: &Path,
+    ) -> Result<(bytes::Bytes, object_store::ObjectMeta), ArchiveError> {
         let what = format!("GET {path}");
-        let (bytes, size) = self
+        let (bytes, meta) = self
             .request(&what, async {
                 let result = self.store.get(path).await?;
-                let size = result.meta.size;
-                Ok((result.bytes().await?, size))
+                let meta = result.meta.clone();
+                Ok((result.bytes().await?, meta))
             })
             .await?;
-        check_len(path, size, bytes.len())?;
-        Ok(bytes)
+        check_len(path, meta.size, bytes.len())?;
+        Ok((bytes, meta))
     }
 
     /// Bytes `range` of the object at `path`, checked to be that long.

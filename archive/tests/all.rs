@@ -6,6 +6,8 @@ mod support;
 mod archiving;
 mod bucket_retention;
 mod cli;
+mod closed_dirs;
+mod concurrent;
 mod corruption;
 mod crash;
 mod faults;

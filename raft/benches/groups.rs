@@ -121,6 +121,8 @@ async fn shared(dir: &Path, groups: u64, per_group: u64) -> Result {
         stores.push(log.store::<TypeConfig>(g).await.unwrap());
     }
     let result = drive(stores, per_group, &syncs).await;
+    // What the log wrote beyond the groups' records (rewrites of lagging groups).
+    eprintln!("shared log, {groups} groups: {}", log.space_stats());
     log.close().await.unwrap();
     result
 }

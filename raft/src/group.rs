@@ -5,6 +5,7 @@
 //! bytes their records hold. [`State::from_raw`](crate::state::State::from_raw)
 //! decodes them once the type config is known.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
@@ -12,7 +13,80 @@ use std::sync::Arc;
 use walcodec::{LogDir, LogPosition};
 
 use crate::record::{self, GroupRecord};
+use crate::space::Kept;
 use crate::Error;
+
+/// A group the log knows.
+pub(crate) enum Group {
+    /// As replay found it; no store asked for since the log was opened.
+    Raw(RawGroup),
+    /// Decoded for its type config: the store's `Arc<Mutex<State<C>>>`, kept
+    /// when the store closes so that opening it again costs nothing.
+    Typed {
+        state: Arc<dyn Any + Send + Sync>,
+        /// Whether a store holds it.
+        open: bool,
+        /// The same state, seen without its type config.
+        view: Arc<dyn GroupView>,
+    },
+}
+
+/// A group's index as the space reclaimer ([`crate::space`]) and
+/// [`SharedLog::groups`](crate::SharedLog::groups) see it, whatever its type
+/// config. A group's durable entries are in log order by index (an append goes
+/// after every earlier record; a rewrite moves all of a group's entries at once,
+/// in order), so the first is the oldest; except after a replay of a rewrite a
+/// power cut kept part of (the first entries moved, the others where they were),
+/// until the next rewrite of the group.
+pub(crate) trait GroupView: Send + Sync {
+    /// Whether it holds nothing yet.
+    fn is_empty(&self) -> bool;
+    /// Where its first durable entry's record starts.
+    fn first_entry(&self) -> Option<LogPosition>;
+    /// Its durable entries: index and where the record is.
+    fn entries(&self) -> Vec<(u64, Range<LogPosition>)>;
+    /// Each entry `(index, from, to)` that is still durable at `from` is at `to`
+    /// now.
+    fn moved(&self, moves: &[(u64, Range<LogPosition>, Range<LogPosition>)]);
+}
+
+impl Group {
+    pub(crate) fn first_entry(&self) -> Option<LogPosition> {
+        match self {
+            Group::Raw(raw) if raw.scattered => raw.entries.values().map(|(_, at)| at.start).min(),
+            Group::Raw(raw) => raw.entries.first_key_value().map(|(_, (_, at))| at.start),
+            Group::Typed { view, .. } => view.first_entry(),
+        }
+    }
+
+    pub(crate) fn entries(&self) -> Vec<(u64, Range<LogPosition>)> {
+        match self {
+            Group::Raw(raw) => raw
+                .entries
+                .iter()
+                .map(|(&index, (_, at))| (index, at.clone()))
+                .collect(),
+            Group::Typed { view, .. } => view.entries(),
+        }
+    }
+
+    pub(crate) fn moved(&mut self, moves: &[(u64, Range<LogPosition>, Range<LogPosition>)]) {
+        match self {
+            Group::Raw(raw) => {
+                // Moved in index order, after every record of the group.
+                raw.scattered = false;
+                for (index, from, to) in moves {
+                    if let Some((_, at)) = raw.entries.get_mut(index) {
+                        if at == from {
+                            *at = to.clone();
+                        }
+                    }
+                }
+            }
+            Group::Typed { view, .. } => view.moved(moves),
+        }
+    }
+}
 
 /// A group's state as its records left it, typed fields still encoded; each with
 /// where its record starts (for errors).
@@ -21,6 +95,8 @@ pub(crate) struct RawGroup {
     /// By index: the leader id's bytes (entries of one leader share them) and
     /// where the entry's record is.
     pub(crate) entries: BTreeMap<u64, (Arc<[u8]>, Range<LogPosition>)>,
+    /// The entries are not in log order (see [`GroupView`]).
+    pub(crate) scattered: bool,
     /// The purged id: index, leader id's bytes.
     pub(crate) purged: Option<(u64, Arc<[u8]>, LogPosition)>,
     /// postcard of `Option<Vote>`.
@@ -45,6 +121,15 @@ impl RawGroup {
                 // already held follows a truncation of it.
                 let leader = self.leader(leader);
                 drop(self.entries.split_off(&index));
+                self.entries.insert(index, (leader, at));
+            }
+            GroupRecord::Moved { index, leader } => {
+                // A rewrite's copy: where the entry is now; the entries after it
+                // stay (they were moved after it, or are still where they were).
+                let leader = match self.entries.get(&index) {
+                    Some((l, _)) if &l[..] == leader => Arc::clone(l),
+                    _ => Arc::from(leader),
+                };
                 self.entries.insert(index, (leader, at));
             }
             GroupRecord::Vote(vote) => self.vote = Some((Arc::from(vote), at.start)),
@@ -77,9 +162,13 @@ impl RawGroup {
     }
 }
 
-/// Replays a shared log: every group's [`RawGroup`], by group.
-pub(crate) async fn replay(log: &LogDir) -> Result<BTreeMap<u64, RawGroup>, Error> {
+/// Replays a shared log: every group's [`RawGroup`], and the records besides
+/// its entries that replay reads ([`Kept`]), by group.
+pub(crate) async fn replay(
+    log: &LogDir,
+) -> Result<(BTreeMap<u64, RawGroup>, BTreeMap<u64, Kept>), Error> {
     let mut groups: BTreeMap<u64, RawGroup> = BTreeMap::new();
+    let mut kept: BTreeMap<u64, Kept> = BTreeMap::new();
     let mut reader = log.read_from(LogPosition::START)?;
     while let Some(record) = reader.next_record().await {
         let record = record?;
@@ -88,6 +177,13 @@ pub(crate) async fn replay(log: &LogDir) -> Result<BTreeMap<u64, RawGroup>, Erro
                 position: record.start,
                 reason,
             })?;
+        if let GroupRecord::Vote(_) | GroupRecord::Committed(_) | GroupRecord::Purge { .. } =
+            decoded
+        {
+            kept.entry(group)
+                .or_default()
+                .note(&record.data, record.start);
+        }
         groups
             .entry(group)
             .or_default()
@@ -98,6 +194,11 @@ pub(crate) async fn replay(log: &LogDir) -> Result<BTreeMap<u64, RawGroup>, Erro
         if let Some((index, _, _)) = raw.purged {
             raw.purge(index);
         }
+        raw.scattered = raw
+            .entries
+            .values()
+            .zip(raw.entries.values().skip(1))
+            .any(|((_, a), (_, b))| a.start > b.start);
     }
-    Ok(groups)
+    Ok((groups, kept))
 }

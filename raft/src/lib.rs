@@ -79,6 +79,13 @@
 //! | `13` | `Committed` | committed log id or none (bytes)                            |
 //! | `14` | `Truncate`  | first index removed                                         |
 //! | `15` | `Purge`     | purged index, its leader id, vote, committed id (all bytes) |
+//! | `16` | `Moved`     | as `Entry`: a rewrite's copy of a live entry                |
+//!
+//! A `Moved` record, on replay, puts its entry at its index without dropping
+//! the entries after it (an `Entry` drops them: it follows a truncation), so that
+//! any prefix of a rewrite a power cut keeps replays to the same entries. See
+//! [`SharedLogBuilder::rewrite_threshold`] for when segments go and groups are
+//! rewritten.
 
 #![warn(
     missing_docs,
@@ -92,6 +99,7 @@ mod group;
 mod reader;
 mod record;
 mod shared;
+mod space;
 mod state;
 mod store;
 mod writer;
@@ -99,6 +107,7 @@ mod writer;
 pub use error::Error;
 pub use reader::{LogReader, MAX_READ_BYTES};
 pub use shared::{SharedLog, SharedLogBuilder};
+pub use space::SpaceStats;
 pub use store::{LogStore, LogStoreBuilder};
 
 // Every Rust snippet of the workspace's README is compiled as a test here: its

@@ -63,6 +63,33 @@ impl<C: RaftTypeConfig> LogReader<C> {
     /// records (at least one entry).
     pub(crate) async fn read(
         &self,
+        range: impl RangeBounds<u64> + Clone,
+        max_bytes: u64,
+    ) -> Result<Vec<C::Entry>, Error> {
+        // A shared log's rewrite may move entries (and delete where they were)
+        // between looking them up and reading them: look again then.
+        let mut tries = 0;
+        loop {
+            let moves = self.moves();
+            match self.read_once(range.clone(), max_bytes).await {
+                Err(e) if tries < 3 && self.moves() != moves => {
+                    tries += 1;
+                    tracing::debug!(error = %e, "entries moved while read: reading again");
+                }
+                done => return done,
+            }
+        }
+    }
+
+    fn moves(&self) -> u64 {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .moves
+    }
+
+    async fn read_once(
+        &self,
         range: impl RangeBounds<u64>,
         max_bytes: u64,
     ) -> Result<Vec<C::Entry>, Error> {

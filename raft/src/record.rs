@@ -104,6 +104,50 @@ const GROUP_VOTE: u8 = 12;
 const GROUP_COMMITTED: u8 = 13;
 const GROUP_TRUNCATE: u8 = 14;
 const GROUP_PURGE: u8 = 15;
+/// An entry of a group copied to the head of the log by a rewrite
+/// ([`crate::space`]): the bytes of its [`GROUP_ENTRY`] record after the tag. On
+/// replay it puts its entry at its index without dropping the entries after it
+/// (as an appended entry does), so that any prefix of a rewrite, a power cut
+/// keeps, replays to the same entries.
+const GROUP_MOVED: u8 = 16;
+
+/// What the space reclaimer needs to know of a shared log's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// An entry (appended or moved): the group's index points at it while live.
+    Entry,
+    Vote,
+    Committed,
+    Truncate,
+    Purge,
+}
+
+/// The group and kind of a shared log's record, read off its first bytes.
+pub(crate) fn group_kind(data: &[u8]) -> Option<(u64, Kind)> {
+    let (&tag, mut rest) = data.split_first()?;
+    let kind = match tag {
+        GROUP_ENTRY | GROUP_MOVED => Kind::Entry,
+        GROUP_VOTE => Kind::Vote,
+        GROUP_COMMITTED => Kind::Committed,
+        GROUP_TRUNCATE => Kind::Truncate,
+        GROUP_PURGE => Kind::Purge,
+        _ => return None,
+    };
+    Some((take_varint(&mut rest).ok()?, kind))
+}
+
+/// The moved copy of the entry record `record` (a [`GROUP_ENTRY`] or
+/// [`GROUP_MOVED`] record); `None` for any other record.
+pub(crate) fn moved(record: &[u8]) -> Option<Vec<u8>> {
+    let (&tag, rest) = record.split_first()?;
+    if tag != GROUP_ENTRY && tag != GROUP_MOVED {
+        return None;
+    }
+    let mut out = Vec::with_capacity(record.len());
+    out.push(GROUP_MOVED);
+    out.extend_from_slice(rest);
+    Some(out)
+}
 
 /// The postcard bytes of `value`.
 pub(crate) fn to_bytes<T: Serialize>(value: &T) -> Result<Vec<u8>, Error> {
@@ -214,10 +258,47 @@ pub(crate) fn group_purge<C: RaftTypeConfig>(
     Ok(out)
 }
 
+/// A purge record of `group` from its fields' bytes (a rewrite's copy of a
+/// group's state).
+pub(crate) fn group_purge_raw(
+    group: u64,
+    index: u64,
+    leader: &[u8],
+    vote: &[u8],
+    committed: &[u8],
+) -> Vec<u8> {
+    let mut out = group_header(GROUP_PURGE, group);
+    put_varint(&mut out, index);
+    put_bytes(&mut out, leader);
+    put_bytes(&mut out, vote);
+    put_bytes(&mut out, committed);
+    out
+}
+
+/// A vote record of `group` from the bytes of its `Option<Vote>`.
+pub(crate) fn group_vote_raw(group: u64, vote: &[u8]) -> Vec<u8> {
+    let mut out = group_header(GROUP_VOTE, group);
+    put_bytes(&mut out, vote);
+    out
+}
+
+/// A committed record of `group` from the bytes of its `Option<LogId>`.
+pub(crate) fn group_committed_raw(group: u64, committed: &[u8]) -> Vec<u8> {
+    let mut out = group_header(GROUP_COMMITTED, group);
+    put_bytes(&mut out, committed);
+    out
+}
+
 /// A shared log's record, decoded as far as replay can without the group's type
 /// config: typed fields stay postcard bytes.
 pub(crate) enum GroupRecord<'a> {
     Entry {
+        index: u64,
+        leader: &'a [u8],
+    },
+    /// An entry a rewrite moved: replaces the entry at its index, keeps the
+    /// entries after it.
+    Moved {
         index: u64,
         leader: &'a [u8],
     },
@@ -238,7 +319,7 @@ pub(crate) enum GroupRecord<'a> {
 pub(crate) fn decode_group(data: &[u8]) -> Result<(u64, GroupRecord<'_>), String> {
     let (&tag, mut rest) = data.split_first().ok_or("empty record")?;
     let rest = &mut rest;
-    if !(GROUP_ENTRY..=GROUP_PURGE).contains(&tag) {
+    if !(GROUP_ENTRY..=GROUP_MOVED).contains(&tag) {
         return Err(format!("record of tag {tag} in a shared log"));
     }
     let group = take_varint(rest)?;
@@ -248,6 +329,11 @@ pub(crate) fn decode_group(data: &[u8]) -> Result<(u64, GroupRecord<'_>), String
             let leader = take_bytes(rest)?;
             // The entry's body follows.
             return Ok((group, GroupRecord::Entry { index, leader }));
+        }
+        GROUP_MOVED => {
+            let index = take_varint(rest)?;
+            let leader = take_bytes(rest)?;
+            return Ok((group, GroupRecord::Moved { index, leader }));
         }
         GROUP_VOTE => GroupRecord::Vote(take_bytes(rest)?),
         GROUP_COMMITTED => GroupRecord::Committed(take_bytes(rest)?),
@@ -321,7 +407,7 @@ pub(crate) fn decode_entry<C: RaftTypeConfig>(
     let (&tag, mut rest) = data.split_first().ok_or("empty record")?;
     let log_id = match (tag, group) {
         (ENTRY, None) => take(&mut rest)?,
-        (GROUP_ENTRY, Some(group)) => {
+        (GROUP_ENTRY | GROUP_MOVED, Some(group)) => {
             let found = take_varint(&mut rest)?;
             if found != group {
                 return Err(format!(

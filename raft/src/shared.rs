@@ -11,8 +11,9 @@ use openraft::RaftTypeConfig;
 use tokio::sync::{mpsc, oneshot};
 use walcodec::{LogDir, LogDirOptions};
 
-use crate::group::{self, RawGroup};
+use crate::group::{self, Group, GroupView};
 use crate::reader::LogReader;
+use crate::space::{Counters, Space, SpaceOptions, SpaceStats};
 use crate::state::State;
 use crate::store::LogStore;
 use crate::writer::{Op, Writer};
@@ -40,6 +41,7 @@ use crate::Error;
 pub struct SharedLogBuilder {
     options: LogDirOptions,
     max_read_bytes: Option<u64>,
+    space: SpaceOptions,
 }
 
 impl SharedLogBuilder {
@@ -58,6 +60,26 @@ impl SharedLogBuilder {
         self
     }
 
+    /// Rewrite lagging groups once the segments kept hold more than `bytes`
+    /// (default 1 GiB): the groups whose live records pin the oldest segments
+    /// have them copied to the head of the log, and those segments go. A rewrite
+    /// is done only when it frees at least twice the bytes it copies (so that
+    /// rewrites at most double the bytes written: see
+    /// [`SpaceStats::write_amplification`]); below the threshold, only the
+    /// segments no group needs go. `u64::MAX` turns rewrites off.
+    pub fn rewrite_threshold(&mut self, bytes: u64) -> &mut Self {
+        self.space.rewrite_threshold = bytes;
+        self
+    }
+
+    /// The most bytes one rewrite copies (default 64 MiB): the log's writer
+    /// reads and writes them between two batches, so every group's writes wait
+    /// for it.
+    pub fn max_rewrite_bytes(&mut self, bytes: u64) -> &mut Self {
+        self.space.max_rewrite_bytes = bytes;
+        self
+    }
+
     /// Opens the shared log in the directory at `path` (creating it when
     /// missing) and replays it once, indexing every group in it.
     ///
@@ -69,25 +91,29 @@ impl SharedLogBuilder {
     /// [`LogStore`]'s own directory is not a shared log).
     pub async fn open(&self, path: impl AsRef<Path>) -> Result<SharedLog, Error> {
         let log = self.options.open(path).await?;
-        let groups = match group::replay(&log).await {
-            Ok(groups) => groups,
+        let (groups, kept) = match group::replay(&log).await {
+            Ok(replayed) => replayed,
             Err(e) => {
                 let _ = log.close().await;
                 return Err(e);
             }
         };
+        let groups = Arc::new(Mutex::new(
+            groups
+                .into_iter()
+                .map(|(g, raw)| (g, Group::Raw(raw)))
+                .collect(),
+        ));
+        let counters = Arc::new(Counters::default());
+        let space = Space::new(Arc::clone(&groups), kept, self.space, Arc::clone(&counters));
         let (ops, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(Writer::new(log.clone(), receiver).run());
+        tokio::spawn(Writer::new(log.clone(), receiver, Some(space)).run());
         Ok(SharedLog {
             inner: Arc::new(Inner {
                 log,
                 ops,
-                groups: Mutex::new(
-                    groups
-                        .into_iter()
-                        .map(|(g, raw)| (g, Group::Raw(raw)))
-                        .collect(),
-                ),
+                groups,
+                counters,
                 max_read_bytes: self.max_read_bytes.unwrap_or(crate::MAX_READ_BYTES),
             }),
         })
@@ -112,9 +138,13 @@ impl SharedLogBuilder {
 ///   entries skip an index) fails that call alone, before anything is written.
 /// - **Replay**: opening the log replays it once and indexes every group;
 ///   [`store`](Self::store) then decodes a group's index for its type config.
-/// - **Space**: a group's purge drops its entries from its index, and its record
-///   makes them dead on replay, but the segments of a shared log stay on disk:
-///   deleting a segment once no group needs a record in it is not done yet.
+/// - **Space**: a segment is deleted once no group needs a record in it (a
+///   group needs its live entries and the records holding its latest vote,
+///   committed id and purge). A group that lags pins old segments: once the
+///   segments kept pass [`SharedLogBuilder::rewrite_threshold`], the groups
+///   pinning the oldest ones have their live records copied to the head of the
+///   log and those segments go; [`space_stats`](Self::space_stats) counts the
+///   bytes written, rewritten and deleted.
 ///
 /// ```
 /// # #[tokio::main]
@@ -162,7 +192,9 @@ pub(crate) struct Inner {
     log: LogDir,
     /// To the writer task.
     ops: mpsc::UnboundedSender<Op>,
-    groups: Mutex<BTreeMap<u64, Group>>,
+    /// Shared with the writer's reclaimer.
+    groups: Arc<Mutex<BTreeMap<u64, Group>>>,
+    counters: Arc<Counters>,
     max_read_bytes: u64,
 }
 
@@ -170,21 +202,6 @@ impl Inner {
     fn groups(&self) -> MutexGuard<'_, BTreeMap<u64, Group>> {
         self.groups.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-/// A group the log knows.
-enum Group {
-    /// As replay found it; no store asked for since the log was opened.
-    Raw(RawGroup),
-    /// Decoded for its type config: the store's `Arc<Mutex<State<C>>>`, kept
-    /// when the store closes so that opening it again costs nothing.
-    Typed {
-        state: Arc<dyn Any + Send + Sync>,
-        /// Whether a store holds it.
-        open: bool,
-        /// Whether it holds anything yet (for [`SharedLog::groups`]).
-        empty: Arc<dyn Fn() -> bool + Send + Sync>,
-    },
 }
 
 /// A group store's hold on its group; lets the group go when dropped.
@@ -218,6 +235,12 @@ impl SharedLog {
         self.inner.log.path()
     }
 
+    /// What the log wrote, rewrote and deleted since it was opened (see
+    /// [`SharedLogBuilder::rewrite_threshold`]).
+    pub fn space_stats(&self) -> SpaceStats {
+        self.inner.counters.stats()
+    }
+
     /// The groups that have records in the log, or a store opened since it was
     /// opened that has written something, in order.
     pub fn groups(&self) -> Vec<u64> {
@@ -226,7 +249,7 @@ impl SharedLog {
             .iter()
             .filter(|(_, group)| match group {
                 Group::Raw(_) => true,
-                Group::Typed { empty, .. } => !empty(),
+                Group::Typed { view, .. } => !view.is_empty(),
             })
             .map(|(&id, _)| id)
             .collect()
@@ -255,33 +278,26 @@ impl SharedLog {
                     return Err(e);
                 }
             },
-            Some(Group::Typed { state, open, empty }) => {
+            Some(Group::Typed { state, open, view }) => {
                 if open {
-                    groups.insert(group, Group::Typed { state, open, empty });
+                    groups.insert(group, Group::Typed { state, open, view });
                     return Err(Error::GroupInUse { group });
                 }
                 match Arc::clone(&state).downcast::<Mutex<State<C>>>() {
                     Ok(typed) => typed,
                     Err(_) => {
-                        groups.insert(group, Group::Typed { state, open, empty });
+                        groups.insert(group, Group::Typed { state, open, view });
                         return Err(Error::GroupType { group });
                     }
                 }
             }
         };
-        let watched = Arc::clone(&state);
         groups.insert(
             group,
             Group::Typed {
                 state: Arc::clone(&state) as Arc<dyn Any + Send + Sync>,
                 open: true,
-                empty: Arc::new(move || {
-                    let state = watched.lock().unwrap_or_else(PoisonError::into_inner);
-                    state.slots.is_empty()
-                        && state.vote.is_none()
-                        && state.purged.is_none()
-                        && state.committed.is_none()
-                }),
+                view: Arc::clone(&state) as Arc<dyn GroupView>,
             },
         );
         drop(groups);

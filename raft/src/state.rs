@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use openraft::{LogId, RaftTypeConfig, Vote};
 use walcodec::{LogDir, LogPosition};
 
-use crate::group::RawGroup;
+use crate::group::{GroupView, RawGroup};
 use crate::record::{self, Record};
 use crate::Error;
 
@@ -66,6 +66,61 @@ pub(crate) struct State<C: RaftTypeConfig> {
     /// Tags the slots of each append (see [`Place::Pending`]); kept here, not in
     /// the store, so that a group's store opened again never reuses a tag.
     pub(crate) seq: u64,
+    /// Counts the rewrites that moved this group's entries: a read that found
+    /// no entry where the index pointed tries again when it changed.
+    pub(crate) moves: u64,
+    /// The durable entries are not in log order: replay found a rewrite a power
+    /// cut kept part of (see [`GroupView`]); the next rewrite puts them in order.
+    pub(crate) scattered: bool,
+}
+
+impl<C: RaftTypeConfig> GroupView for Mutex<State<C>> {
+    fn is_empty(&self) -> bool {
+        let state = self.lock().unwrap_or_else(PoisonError::into_inner);
+        state.slots.is_empty()
+            && state.vote.is_none()
+            && state.purged.is_none()
+            && state.committed.is_none()
+    }
+
+    fn first_entry(&self) -> Option<LogPosition> {
+        let state = self.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.scattered {
+            return state
+                .slots
+                .values()
+                .filter_map(|slot| Some(slot.place.stored_at()?.start))
+                .min();
+        }
+        // Entries not yet durable come last: the first durable one is first.
+        let first = state.slots.first_key_value()?.1.place.stored_at()?.start;
+        Some(first)
+    }
+
+    fn entries(&self) -> Vec<(u64, Range<LogPosition>)> {
+        let state = self.lock().unwrap_or_else(PoisonError::into_inner);
+        state
+            .slots
+            .iter()
+            .map_while(|(&index, slot)| Some((index, slot.place.stored_at()?.clone())))
+            .collect()
+    }
+
+    fn moved(&self, moves: &[(u64, Range<LogPosition>, Range<LogPosition>)]) {
+        let mut state = self.lock().unwrap_or_else(PoisonError::into_inner);
+        state.moves += 1;
+        // Moved in index order, after every durable record of the group.
+        state.scattered = false;
+        for (index, from, to) in moves {
+            let Some(slot) = state.slots.get_mut(index) else {
+                continue;
+            };
+            match &mut slot.place {
+                Place::Stored(at) | Place::Cached { at, .. } if at == from => *at = to.clone(),
+                _ => {}
+            }
+        }
+    }
 }
 
 impl<C: RaftTypeConfig> State<C> {
@@ -143,6 +198,8 @@ impl<C: RaftTypeConfig> State<C> {
             cached_bytes: 0,
             cached_from: u64::MAX,
             seq: 0,
+            moves: 0,
+            scattered: false,
         }
     }
 
@@ -178,6 +235,7 @@ impl<C: RaftTypeConfig> State<C> {
                 },
             );
         }
+        state.scattered = raw.scattered;
         if let Some((index, bytes, at)) = &raw.purged {
             state.purged = Some(record::log_id_from::<C>(*index, bytes).map_err(undecodable(*at))?);
         }

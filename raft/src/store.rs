@@ -105,7 +105,7 @@ impl<C: RaftTypeConfig> LogStoreBuilder<C> {
             }
         };
         let (ops, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(Writer::new(log.clone(), receiver).run());
+        tokio::spawn(Writer::new(log.clone(), receiver, None).run());
         Ok(LogStore {
             reader: LogReader {
                 log,
@@ -229,8 +229,14 @@ impl<C: RaftTypeConfig> LogStore<C> {
         }
     }
 
-    /// Writes `records` after everything queued; resolves once they are durable.
-    async fn write(&self, records: Vec<Arc<[u8]>>) -> Result<Vec<Range<LogPosition>>, Error> {
+    /// Queues `records` after everything queued; the receiver resolves once
+    /// they are durable. A call that changes the index before its record is
+    /// durable does both under the index's lock, so that whoever looks at the
+    /// index (a shared log's reclaimer) finds the record queued.
+    fn queue(
+        &self,
+        records: Vec<Arc<[u8]>>,
+    ) -> Result<oneshot::Receiver<crate::writer::Outcome>, Error> {
         let (reply, done) = oneshot::channel();
         self.send(Op::Write {
             group: self.group(),
@@ -239,6 +245,13 @@ impl<C: RaftTypeConfig> LogStore<C> {
                 let _ = reply.send(outcome);
             }),
         })?;
+        Ok(done)
+    }
+
+    /// Waits for records [`queue`](Self::queue)d.
+    async fn written(
+        done: oneshot::Receiver<crate::writer::Outcome>,
+    ) -> Result<Vec<Range<LogPosition>>, Error> {
         match done.await {
             Ok(Ok(ranges)) => Ok(ranges),
             Ok(Err(e)) => Err(Error::Poisoned(e.to_string())),
@@ -246,23 +259,29 @@ impl<C: RaftTypeConfig> LogStore<C> {
         }
     }
 
+    /// Writes `records` after everything queued; resolves once they are durable.
+    async fn write(&self, records: Vec<Arc<[u8]>>) -> Result<Vec<Range<LogPosition>>, Error> {
+        Self::written(self.queue(records)?).await
+    }
+
     async fn purge_now(&mut self, log_id: LogId<C::NodeId>) -> Result<(), Error> {
-        let (vote, committed) = {
+        let done = {
             let mut state = self.state();
             if state.purged.as_ref().is_some_and(|p| *p >= log_id) {
                 return Ok(());
             }
+            let (vote, committed) = (&state.vote, &state.committed);
+            let record = match self.reader.group {
+                None => record::purge::<C>(&log_id, vote, committed)?,
+                Some(group) => record::group_purge::<C>(group, &log_id, vote, committed)?,
+            };
             state.purge(log_id.clone());
-            (state.vote.clone(), state.committed.clone())
+            self.queue(vec![record.into()])?
         };
-        let record = match self.reader.group {
-            None => record::purge::<C>(&log_id, &vote, &committed)?,
-            Some(group) => record::group_purge::<C>(group, &log_id, &vote, &committed)?,
-        };
-        let ranges = self.write(vec![record.into()]).await?;
+        let ranges = Self::written(done).await?;
         if self.reader.group.is_some() {
-            // The segments of a shared log hold other groups' records too: they
-            // stay (see the SharedLog docs).
+            // The segments of a shared log hold other groups' records too: its
+            // writer deletes them once no group needs them.
             return Ok(());
         }
         // The purge record holds all the state the records before it held: the
@@ -329,7 +348,8 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
             Some(group) => record::group_committed::<C>(group, &committed),
         }
         .map_err(write_error)?;
-        self.state().committed = committed;
+        let mut state = self.state();
+        state.committed = committed;
         self.send(Op::Committed {
             group: self.group(),
             record: record.into(),
@@ -363,45 +383,42 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
             records.push(Arc::<[u8]>::from(record.map_err(write_error)?));
         }
         let first = entries.first().map_or(0, |e| e.get_log_id().index);
-        let seq = {
-            let mut state = self.state();
-            // A bad call fails alone, before anything is written: an append's
-            // entries follow each other. (Where the first goes is openraft's
-            // business: its suite appends past the last entry.)
-            for (expected, entry) in (first..).zip(&entries) {
-                let found = entry.get_log_id().index;
-                if found != expected {
-                    return Err(write_error(Error::Gap { expected, found }));
-                }
+        let shared = Arc::clone(&self.reader.state);
+        let mut state = self.state();
+        // A bad call fails alone, before anything is written: an append's
+        // entries follow each other. (Where the first goes is openraft's
+        // business: its suite appends past the last entry.)
+        for (expected, entry) in (first..).zip(&entries) {
+            let found = entry.get_log_id().index;
+            if found != expected {
+                return Err(write_error(Error::Gap { expected, found }));
             }
-            state.seq += 1;
-            let seq = state.seq;
-            if let Some(first) = entries.first() {
-                // As replay does: an append replaces what it overlaps.
-                state.truncate(first.get_log_id().index);
-            }
-            for (entry, record) in entries.iter().zip(&records) {
-                let log_id = entry.get_log_id().clone();
-                state.slots.insert(
-                    log_id.index,
-                    Slot {
-                        log_id,
-                        place: Place::Pending {
-                            seq,
-                            record: Arc::clone(record),
-                        },
+        }
+        state.seq += 1;
+        let seq = state.seq;
+        if let Some(first) = entries.first() {
+            // As replay does: an append replaces what it overlaps.
+            state.truncate(first.get_log_id().index);
+        }
+        for (entry, record) in entries.iter().zip(&records) {
+            let log_id = entry.get_log_id().clone();
+            state.slots.insert(
+                log_id.index,
+                Slot {
+                    log_id,
+                    place: Place::Pending {
+                        seq,
+                        record: Arc::clone(record),
                     },
-                );
-            }
-            seq
-        };
-        let state = Arc::clone(&self.reader.state);
+                },
+            );
+        }
         let done: Done = Box::new(move |outcome| match outcome {
             Ok(ranges) => {
                 // Entries still in the index now point into the log (first, so
                 // that no reader misses them once the callback fired).
                 {
-                    let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+                    let mut state = shared.lock().unwrap_or_else(PoisonError::into_inner);
                     for (index, range) in (first..).zip(ranges) {
                         state.keep(index, seq, range);
                     }
@@ -410,21 +427,27 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
             }
             Err(e) => callback.log_io_completed(Err(e.to_io())),
         });
-        self.send(Op::Write {
+        // Sent under the index's lock: see `queue`.
+        let sent = self.send(Op::Write {
             group: self.group(),
             records,
             done,
-        })
-        .map_err(write_error)
+        });
+        drop(state);
+        sent.map_err(write_error)
     }
 
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
-        self.state().truncate(log_id.index);
         let record = match self.reader.group {
             None => record::truncate(log_id.index).map_err(write_error)?,
             Some(group) => record::group_truncate(group, log_id.index),
         };
-        self.write(vec![record.into()]).await.map_err(write_error)?;
+        let done = {
+            let mut state = self.state();
+            state.truncate(log_id.index);
+            self.queue(vec![record.into()]).map_err(write_error)?
+        };
+        Self::written(done).await.map_err(write_error)?;
         Ok(())
     }
 

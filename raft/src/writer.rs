@@ -14,6 +14,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use walcodec::{LogDir, LogPosition};
 
+use crate::space::Space;
 use crate::Error;
 
 /// What a write's records came to: their ranges in the log, or the error that
@@ -70,15 +71,22 @@ pub(crate) struct Writer {
     pub(crate) committed: BTreeMap<u64, Arc<[u8]>>,
     /// Set by the first failed write; every later one fails with it.
     pub(crate) failure: Option<Arc<Error>>,
+    /// A shared log's reclaimer (a store of its own purges itself).
+    space: Option<Space>,
 }
 
 impl Writer {
-    pub(crate) fn new(log: LogDir, ops: mpsc::UnboundedReceiver<Op>) -> Writer {
+    pub(crate) fn new(
+        log: LogDir,
+        ops: mpsc::UnboundedReceiver<Op>,
+        space: Option<Space>,
+    ) -> Writer {
         Writer {
             log,
             ops,
             committed: BTreeMap::new(),
             failure: None,
+            space,
         }
     }
 
@@ -102,7 +110,14 @@ impl Writer {
                     }
                 }
             }
+            let written = batch.len();
             self.write(batch).await;
+            if let (Some(space), None) = (&mut self.space, &self.failure) {
+                let ops = &self.ops;
+                if let Err(e) = space.tick(&self.log, written, || ops.len()).await {
+                    self.failure = Some(Arc::new(e));
+                }
+            }
             if let Some(reply) = close {
                 let _ = reply.send(self.close().await);
                 return;
@@ -236,7 +251,10 @@ impl Writer {
             // durable.
             return Ok(Vec::new());
         }
-        let ranges = self.log.append_batch(records).await?;
+        let ranges = self.log.append_batch(records.iter()).await?;
+        if let Some(space) = &mut self.space {
+            space.written(&records, &ranges);
+        }
         Ok(ranges
             .into_iter()
             .zip(is_committed)

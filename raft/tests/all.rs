@@ -39,5 +39,7 @@ mod shared;
 mod shared_crash;
 #[path = "shared_power_cut.rs"]
 mod shared_power_cut;
+#[path = "shared_space.rs"]
+mod shared_space;
 #[path = "suite.rs"]
 mod suite;

@@ -257,6 +257,42 @@ async fn purge_past_the_last_entry_survives_a_reopen() {
     store.close().await.unwrap();
 }
 
+/// The records of every segment of the log in `dir`, in order, read from the
+/// files as they are (the live segment ends in preallocated zeros, a clean end).
+async fn records_on_disk(dir: &std::path::Path) -> Vec<Vec<u8>> {
+    use futures::TryStreamExt;
+    let mut segments: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    segments.sort();
+    let mut records = Vec::new();
+    for segment in segments {
+        let file = tokio::fs::File::open(&segment).await.unwrap();
+        let decoder = walcodec::LogDecoder::builder()
+            .recovery(walcodec::Recovery::TolerateTail)
+            .build();
+        let read: Vec<_> = walcodec::LogReader::new(file, decoder)
+            .map_ok(|r| r.data.to_vec())
+            .try_collect()
+            .await
+            .unwrap();
+        records.extend(read);
+    }
+    records
+}
+
+/// A committed-id record as the store writes it: tag 3, then the id.
+fn committed_record(id: Option<openraft::LogId<u64>>) -> Vec<u8> {
+    let mut record = vec![3u8];
+    record.extend(postcard::to_stdvec(&id).unwrap());
+    record
+}
+
+/// `save_committed` writes nothing by itself: its record goes to disk with the next
+/// write, in its place in call order (ahead of the entries appended after it), or at
+/// close. Observed in the segment files between the calls.
 #[tokio::test]
 async fn committed_id_is_written_with_the_next_write_or_at_close() {
     let dir = tempfile::tempdir().unwrap();
@@ -265,10 +301,33 @@ async fn committed_id_is_written_with_the_next_write_or_at_close() {
         .blocking_append((0..3).map(|i| entry(1, i)))
         .await
         .unwrap();
+    let after_entries = records_on_disk(dir.path()).await;
+    assert_eq!(after_entries.len(), 3, "three entries");
     store.save_committed(Some(log_id(1, 1))).await.unwrap();
+    assert_eq!(
+        records_on_disk(dir.path()).await,
+        after_entries,
+        "a committed id alone writes nothing"
+    );
     store.blocking_append([entry(1, 3)]).await.unwrap();
+    let after_next = records_on_disk(dir.path()).await;
+    assert_eq!(
+        after_next.len(),
+        5,
+        "the next write took the committed id along"
+    );
+    assert_eq!(after_next[..3], after_entries[..]);
+    // Where it was given: ahead of the entry appended after it (a power cut keeps a
+    // prefix, and the id names entries already durable).
+    assert_eq!(after_next[3], committed_record(Some(log_id(1, 1))));
+    assert_eq!(after_next[4][0], 1, "then the entry");
     store.save_committed(Some(log_id(1, 2))).await.unwrap();
+    assert_eq!(records_on_disk(dir.path()).await, after_next);
     store.close().await.unwrap();
+    let closed = records_on_disk(dir.path()).await;
+    assert_eq!(closed.len(), 6, "close wrote the waiting committed id");
+    assert_eq!(closed[..5], after_next[..]);
+    assert_eq!(closed[5], committed_record(Some(log_id(1, 2))));
     let mut store = LogStore::<TypeConfig>::open(dir.path()).await.unwrap();
     assert_eq!(store.read_committed().await.unwrap(), Some(log_id(1, 2)));
     store.close().await.unwrap();

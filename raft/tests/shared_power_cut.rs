@@ -37,6 +37,9 @@ async fn run_shared(dir: &Path, seed: u64, segment_bytes: u64) -> (Vec<DirOp>, V
                 .max_segment_bytes(segment_bytes)
                 .dir_storage(Arc::new(sim) as Arc<dyn DirStorage>),
         )
+        // Small, so that segments are deleted and groups rewritten while the
+        // groups write at once.
+        .rewrite_threshold(4 << 10)
         .open(dir)
         .await
         .unwrap();

@@ -1006,6 +1006,11 @@ pub fn unhex(line: &str) -> Vec<u8> {
 /// A primary's identity message (protocol version 3), as a raw peer sends it
 /// after its hello: log id `log_id`, one epoch (number 1, id 1) at the start of
 /// segment 1, no record vouched for.
+/// What a primary whose log has one epoch sends before the log: its hello (32 bytes)
+/// and its identity ('I', log id, last-record flag and fields, the epoch count, one
+/// epoch of four u64s).
+pub const PRIMARY_HANDSHAKE: u64 = 32 + 1 + 16 + 1 + 20 + 4 + 32;
+
 pub fn primary_identity(log_id: u128) -> Vec<u8> {
     let mut m = vec![b'I'];
     m.extend_from_slice(&log_id.to_le_bytes());

@@ -34,7 +34,7 @@ use super::{crash_image, Op, SplitMix};
 /// One step of a directory's life, in the order the `LogDir` made it. Files are
 /// named by the simulator's own inode numbers, never reused (the file system
 /// reuses a deleted file's).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DirOp {
     /// An operation on the file with this inode.
     File { inode: u64, op: Op },

@@ -117,7 +117,7 @@ pub fn scratch_dir() -> std::path::PathBuf {
 }
 
 /// One recorded storage operation, in the order the writer made it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     /// Bytes written at `offset` (possibly past the end: the gap reads as zeros).
     Write { offset: u64, data: Vec<u8> },

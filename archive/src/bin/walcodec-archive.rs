@@ -40,8 +40,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Upload the sealed segments of DIR not archived yet (all but its last
-    /// segment, which a writer may still append to).
+    /// Upload the segments of DIR not archived yet: all but its last while a
+    /// writer has it open; the last too (as the active prefix) when none has.
     Push {
         /// The log directory.
         dir: std::path::PathBuf,
@@ -103,10 +103,7 @@ async fn run(cli: Cli) -> Result<ExitCode, walcodec_archive::ArchiveError> {
     match cli.command {
         Command::Push { dir } => {
             let listed = walcodec::LogDir::list(&dir)?;
-            let total: u64 = match listed.segments.split_last() {
-                Some((_, sealed)) => sealed.iter().map(|s| s.len).sum(),
-                None => 0,
-            };
+            let total: u64 = listed.segments.iter().map(|s| s.len).sum();
             let progress = bar(cli.quiet, total, "push");
             let archiver = Archiver::new(store, prefix).on_progress({
                 let progress = progress.clone();

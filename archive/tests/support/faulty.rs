@@ -37,19 +37,27 @@ pub struct Faults {
     pub injected: AtomicU64,
     /// While false, no fault.
     pub enabled: AtomicBool,
+    /// When set, only PUTs of objects whose path contains it get faults.
+    only_puts_to: std::sync::Mutex<Option<String>>,
 }
 
 impl Faults {
     /// Whether this request gets the fault: one in `every`, at random (seeded,
     /// so a run repeats). Not every Nth exactly: a step of N requests retried
     /// would then fail at the same request forever.
-    fn hit(&self) -> Option<Fault> {
+    fn hit(&self, put_to: Option<&Path>) -> Option<Fault> {
+        let only = self.only_puts_to.lock().unwrap().clone();
+        if let Some(only) = only {
+            if !put_to.is_some_and(|path| path.as_ref().contains(only.as_str())) {
+                return None;
+            }
+        }
         let n = self.requests.fetch_add(1, Ordering::SeqCst) + 1;
         let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (self.every << 32);
         x ^= x >> 29;
         x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
         x ^= x >> 32;
-        if self.enabled.load(Ordering::SeqCst) && x % self.every == 0 {
+        if self.enabled.load(Ordering::SeqCst) && x.is_multiple_of(self.every) {
             self.injected.fetch_add(1, Ordering::SeqCst);
             Some(self.fault)
         } else {
@@ -58,7 +66,11 @@ impl Faults {
     }
 
     async fn before(&self) -> Result<Option<Fault>> {
-        match self.hit() {
+        self.before_put(None).await
+    }
+
+    async fn before_put(&self, put_to: Option<&Path>) -> Result<Option<Fault>> {
+        match self.hit(put_to) {
             Some(Fault::Fail) => Err(injected()),
             Some(Fault::Hang) => std::future::pending().await,
             other => Ok(other),
@@ -95,12 +107,18 @@ impl FaultyStore {
                 requests: AtomicU64::new(0),
                 injected: AtomicU64::new(0),
                 enabled: AtomicBool::new(true),
+                only_puts_to: std::sync::Mutex::new(None),
             }),
         })
     }
 
     pub fn injected(&self) -> u64 {
         self.faults.injected.load(Ordering::SeqCst)
+    }
+
+    /// From now on, only PUTs of objects whose path contains `part` get faults.
+    pub fn only_paths(&self, part: &str) {
+        *self.faults.only_puts_to.lock().unwrap() = Some(part.to_string());
     }
 
     pub fn set_enabled(&self, enabled: bool) {
@@ -122,7 +140,7 @@ impl ObjectStore for FaultyStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        let payload = match self.faults.before().await? {
+        let payload = match self.faults.before_put(Some(location)).await? {
             Some(Fault::Truncate) => cut(payload),
             _ => payload,
         };
@@ -176,7 +194,7 @@ impl ObjectStore for FaultyStore {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        match self.faults.hit() {
+        match self.faults.hit(None) {
             Some(Fault::Fail) => futures::stream::once(async { Err(injected()) }).boxed(),
             Some(Fault::Hang) => futures::stream::pending().boxed(),
             _ => self.inner.delete_stream(locations),
@@ -207,7 +225,7 @@ struct FaultyUpload {
 #[async_trait]
 impl MultipartUpload for FaultyUpload {
     fn put_part(&mut self, data: PutPayload) -> UploadPart {
-        let fault = self.faults.hit();
+        let fault = self.faults.hit(None);
         let data = match fault {
             Some(Fault::Truncate) => cut(data),
             _ => data,
