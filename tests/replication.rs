@@ -239,7 +239,9 @@ async fn successive_cuts_lose_and_repeat_nothing_and_a_restart_resumes() {
     log.close().await.unwrap();
     let mut replica = Replica::open(r.path()).await.unwrap();
     let mut connections = 0;
-    let mut cut = 47u64;
+    // Every cut past the handshake (a cut inside it is a protocol error, see
+    // above), so that every connection resumes.
+    let mut cut = HANDSHAKE + 15;
     loop {
         connections += 1;
         let (_, synced) = sync_through(&log, &mut replica, Some(cut), None).await;
@@ -247,7 +249,7 @@ async fn successive_cuts_lose_and_repeat_nothing_and_a_restart_resumes() {
             break;
         }
         assert_prefix(p.path(), r.path());
-        cut = cut * 3 % 150_001 + 40;
+        cut = cut * 3 % 150_001 + HANDSHAKE;
         if connections % 4 == 0 {
             // A restart mid-segment, with a torn record at the end of the copy.
             let last = LogDir::list(r.path()).unwrap().segments.pop().unwrap();
@@ -622,20 +624,27 @@ async fn from_fake_primary(
     version: u32,
     body: Vec<u8>,
 ) -> Result<LogPosition, Error> {
-    from_fake_primary_of(replica, version, crate::common::primary_identity(7), body).await
+    let identity = crate::common::primary_identity(7);
+    from_fake_primary_of(replica, version, LogPosition::new(1, 0), identity, body).await
 }
 
-/// A fake primary that sends its hello, reads the replica's, then sends `identity`
-/// (its answer to the replica's identity) and `body`.
+/// A fake primary that sends its hello (its durable end `end`), reads the
+/// replica's, then sends `identity` (its answer to the replica's identity) and `body`.
 async fn from_fake_primary_of(
     replica: &mut Replica,
     version: u32,
+    end: LogPosition,
     identity: Vec<u8>,
     body: Vec<u8>,
 ) -> Result<LogPosition, Error> {
     let (mut a, b) = tokio::io::duplex(1 << 16);
     let fake = tokio::spawn(async move {
-        hello(&mut a, version, LogPosition::new(1, 0)).await;
+        let mut hello = b"WALCREPL".to_vec();
+        hello.extend_from_slice(&version.to_le_bytes());
+        hello.extend_from_slice(&0u32.to_le_bytes());
+        hello.extend_from_slice(&end.segment.to_le_bytes());
+        hello.extend_from_slice(&end.offset.to_le_bytes());
+        let _ = a.write_all(&hello).await;
         let mut theirs = [0u8; 32];
         let _ = a.read_exact(&mut theirs).await;
         let _ = a.write_all(&identity).await;
@@ -745,7 +754,14 @@ async fn hostile_primaries_get_typed_errors_and_write_nothing() {
     // record, so only the segment message is wrong.)
     let last = read_all(&log).await.pop().unwrap();
     let identity = identity_of(&log, at, &last);
-    let result = from_fake_primary_of(&mut replica, v, identity, segment_message(1 << 40, 0)).await;
+    let result = from_fake_primary_of(
+        &mut replica,
+        v,
+        log.end(),
+        identity,
+        segment_message(1 << 40, 0),
+    )
+    .await;
     assert!(
         matches!(result, Err(Error::ReplicaProtocol { .. })),
         "{result:?}"

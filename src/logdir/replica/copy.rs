@@ -839,6 +839,7 @@ impl Replica {
     /// }
     /// # Ok(())
     /// # }
+    /// # let _ = failback;
     /// ```
     ///
     /// A crash (or a dropped future) in the middle leaves the replica cut
