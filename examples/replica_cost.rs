@@ -51,7 +51,7 @@ async fn main() -> Result<(), BoxError> {
     let end = log.close().await?;
     for (_dir, syncing, serving) in copies {
         serving.await??;
-        assert_eq!(syncing.await??, end);
+        assert_eq!(syncing.await??.end, end);
     }
     println!("{replicas} replicas, {batches} batches of 64 records, end {end}");
     Ok(())

@@ -28,7 +28,10 @@ async fn replicate(log: &LogDir) -> Result<Duration, BoxError> {
     let dir = tempfile::tempdir()?;
     let mut replica = Replica::open(dir.path()).await?;
     let started = Instant::now();
-    let end = replica.sync_from(TcpStream::connect(addr).await?).await?;
+    let end = replica
+        .sync_from(TcpStream::connect(addr).await?)
+        .await?
+        .end;
     let elapsed = started.elapsed();
     server.await??;
     assert_eq!(end, log.end());

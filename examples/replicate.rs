@@ -159,9 +159,11 @@ async fn main() -> Result<(), BoxError> {
             }
             Err(e) => return Err(e.into()),
         };
-        println!("connection {connections} ended at {reached}");
-        if closing.is_finished() && reached == log.end() {
-            break reached;
+        println!("connection {connections} ended at {}", reached.end);
+        // The primary's goodbye: it closed its log and sent all of it. Without
+        // it, the connection was cut: connect again.
+        if reached.primary_closed_cleanly {
+            break reached.end;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     };

@@ -192,18 +192,41 @@ pub enum Error {
         theirs: u32,
     },
 
-    /// A replica holds records its primary does not: it is ahead of the primary's
-    /// end, or the primary truncated its log ([`LogDir::truncate_after`]) below what
-    /// the replica already has. Nothing is truncated on the replica: seed it again
-    /// (or truncate it by hand after promoting it).
-    ///
-    /// [`LogDir::truncate_after`]: crate::LogDir::truncate_after
-    #[error("replica at {replica} has records the primary (ending at {primary}) does not")]
+    /// A replica holds records its primary's history does not: the two copies of
+    /// the log forked (a replica promoted while the old primary went on appending,
+    /// a [truncation](crate::LogDir::truncate_after) of records the replica holds,
+    /// a replica past the primary's end). They share the log up to `common`, the
+    /// end of the longest history both have (found from their
+    /// [histories](crate::LogDir::history), then confirmed by the checksum of the
+    /// replica's last record). Nothing was written to the replica:
+    /// [`Replica::rewind`](crate::Replica::rewind) to `common` drops what the
+    /// primary does not have, and the next
+    /// [`sync_from`](crate::Replica::sync_from) continues the primary's history.
+    /// `common` is [`LogPosition::START`](crate::LogPosition::START) when no
+    /// shared record could be proven (the histories agree but the last records
+    /// differ): rewinding there empties the replica, which then copies the log
+    /// again.
+    #[error("the replica's log (ending at {replica}) forked from the primary's (ending at {primary}): they share it up to {common}")]
     ReplicaDiverged {
-        /// The replica's position.
+        /// Where the log both copies share ends: rewind the replica there.
+        common: crate::LogPosition,
+        /// The replica's end.
         replica: crate::LogPosition,
-        /// The primary's durable end.
+        /// The primary's end.
         primary: crate::LogPosition,
+    },
+
+    /// A replica of one log connected to another log's primary (their
+    /// [`LogId`](crate::LogId)s differ): refused on both ends before anything is
+    /// shipped; nothing was written to the replica. A replica that holds no
+    /// record takes the id of the first primary it copies.
+    #[error("the replica holds log {replica}, the primary serves log {primary}")]
+    ReplicaOfAnotherLog {
+        /// The primary's log id.
+        primary: crate::LogId,
+        /// The replica's (zero for a copy made before logs had ids, whose last
+        /// record the primary does not hold).
+        replica: crate::LogId,
     },
 
     /// The other end of a replication connection broke the protocol (a garbage or

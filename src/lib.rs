@@ -120,7 +120,7 @@ pub use framed::{FRAMED_READ_CAPACITY, FRAMED_WRITE_BUFFER};
 pub use logdir::PROTOCOL_VERSION as REPLICATION_PROTOCOL_VERSION;
 pub use logdir::{
     DirReader, DirRecord, Epoch, History, LogDir, LogDirOptions, LogId, LogPosition,
-    ParsePositionError, Replica, RetentionHold, SegmentInfo, SegmentList, ShipStats,
+    ParsePositionError, Replica, RetentionHold, SegmentInfo, SegmentList, ShipStats, SyncEnd,
     DEFAULT_MAX_SEGMENT_BYTES, DEFAULT_WAKE_INTERVAL,
 };
 pub use reader::{

@@ -70,6 +70,8 @@ mod corruption;
 mod docs;
 #[path = "durability.rs"]
 mod durability;
+#[path = "failover.rs"]
+mod failover;
 #[path = "faults.rs"]
 mod faults;
 #[path = "fragment_layer.rs"]

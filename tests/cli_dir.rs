@@ -498,7 +498,7 @@ async fn replicate_to(log: &LogDir, replica: &mut walcodec::Replica, target: Log
     });
     let mut end = replica.durable_end();
     tokio::select! {
-        synced = replica.sync_from(b) => assert_eq!(synced.unwrap(), target),
+        synced = replica.sync_from(b) => assert_eq!(synced.unwrap().end, target),
         reached = end.wait_for(|&end| end >= target) => { reached.unwrap(); }
     }
     serving.await.unwrap().unwrap();

@@ -115,7 +115,7 @@ async fn promotion_starts_an_epoch_at_the_replicas_end() {
         let log = log.clone();
         async move { log.serve_replica(a).await }
     });
-    let end = replica.sync_from(b).await.unwrap();
+    let end = replica.sync_from(b).await.unwrap().end;
     serving.await.unwrap().unwrap();
     let promoted = replica.promote().await.unwrap();
     let history = promoted.history();

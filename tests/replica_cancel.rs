@@ -242,7 +242,7 @@ async fn run(
             let log = log.clone();
             async move { log.serve_replica(a).await }
         });
-        let end = replica.sync_from(b).await;
+        let end = replica.sync_from(b).await.map(|s| s.end);
         let served = serving.await.unwrap();
         if end.as_ref().ok() != Some(&log.end()) {
             return Some(Err(format!("{describe}: ended {end:?}, served {served:?}")));

@@ -212,7 +212,7 @@ async fn a_replica_killed_mid_sync_reopens_as_a_durable_prefix_and_resumes_ident
     // Resumed in this process, the replica completes byte-identical.
     let mut replica = Replica::open(r.path()).await.unwrap();
     let conn = TcpStream::connect(&addr).await.unwrap();
-    assert_eq!(replica.sync_from(conn).await.unwrap(), end);
+    assert_eq!(replica.sync_from(conn).await.unwrap().end, end);
     replica.close().await.unwrap();
     serving.abort();
     let segments = log.segments();

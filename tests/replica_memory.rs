@@ -81,6 +81,15 @@ fn stream(body: &[u8]) -> Vec<u8> {
     m.extend_from_slice(&0u32.to_le_bytes());
     m.extend_from_slice(&1u64.to_le_bytes());
     m.extend_from_slice(&0u64.to_le_bytes());
+    // Its identity: a log id, one epoch at segment 1's start.
+    m.push(b'I');
+    m.extend_from_slice(&7u128.to_le_bytes());
+    m.push(0);
+    m.extend_from_slice(&[0; 20]);
+    m.extend_from_slice(&1u32.to_le_bytes());
+    for field in [1u64, 1, 1, 0] {
+        m.extend_from_slice(&field.to_le_bytes());
+    }
     m.push(b'S');
     m.extend_from_slice(&1u64.to_le_bytes());
     m.extend_from_slice(&0u64.to_le_bytes());
@@ -94,7 +103,7 @@ fn stream(body: &[u8]) -> Vec<u8> {
 
 /// Syncs a new replica from `stream` (built before the measurement starts);
 /// returns the result and the peak heap above what was live before.
-fn measure(stream: &[u8]) -> (Result<walcodec::LogPosition, Error>, isize) {
+fn measure(stream: &[u8]) -> (Result<walcodec::SyncEnd, Error>, isize) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -127,7 +136,7 @@ fn the_largest_record_is_copied_within_the_documented_bound() {
     let stream = stream(&log);
     drop(log);
     let (result, peak) = measure(&stream);
-    assert_eq!(result.unwrap(), walcodec::LogPosition::new(1, end));
+    assert_eq!(result.unwrap().end, walcodec::LogPosition::new(1, end));
     eprintln!(
         "peak heap copying a {} MiB record: {:.1} MiB",
         LARGEST_RECORD / MIB,

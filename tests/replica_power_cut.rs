@@ -454,7 +454,7 @@ async fn check_cut(run: &Run, cut: usize, image: &DirImage, dir: &Path, tally: &
         async move { primary.serve_replica(a).await }
     });
     let syncing = tokio::spawn(async move {
-        let end = replica.sync_from(b).await;
+        let end = replica.sync_from(b).await.map(|s| s.end);
         (replica, end)
     });
     let primary_end = primary.close().await.unwrap();

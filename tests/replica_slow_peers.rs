@@ -112,10 +112,10 @@ fn disk_bytes(log: &LogDir) -> u64 {
     log.segments().iter().map(|&(_, len)| len).sum()
 }
 
-/// What a stalled replica takes: the primary's hello (32 bytes), its first segment
+/// What a stalled replica takes: the primary's hello and identity, its first segment
 /// message (17) and its first data message (5 + 64 KiB), whose records the replica
 /// then makes durable.
-const FIRST_MESSAGES: u64 = 32 + 17 + 5 + 65_536;
+const FIRST_MESSAGES: u64 = crate::common::PRIMARY_HANDSHAKE + 17 + 5 + 65_536;
 
 /// A replica that took the first 64 KiB of the first segment and then stalls (the primary
 /// blocked inside the first segment), while the primary appends `more` records
@@ -146,7 +146,7 @@ where
         async move { log.serve_replica(a).await }
     });
     let syncing = tokio::spawn(async move {
-        let synced = replica.sync_from(b).await;
+        let synced = replica.sync_from(b).await.map(|s| s.end);
         (synced, replica)
     });
     // The replica holds records of segment 1, and no more is coming through.
@@ -296,6 +296,14 @@ fn hello_bytes(replica: bool, position: LogPosition) -> Vec<u8> {
     bytes.extend_from_slice(&u32::from(replica).to_le_bytes());
     bytes.extend_from_slice(&position.segment.to_le_bytes());
     bytes.extend_from_slice(&position.offset.to_le_bytes());
+    // Its identity: the replica's, of a copy that holds nothing; the primary's,
+    // of a log with one epoch.
+    if replica {
+        bytes.push(b'I');
+        bytes.extend_from_slice(&[0; 16 + 1 + 20 + 4]);
+    } else {
+        bytes.extend_from_slice(&crate::common::primary_identity(7));
+    }
     bytes
 }
 
@@ -321,7 +329,7 @@ async fn against_stalled_primary(
         .await
         .expect("the replica waited past its timeout");
     fake.abort();
-    (result, started.elapsed())
+    (result.map(|s| s.end), started.elapsed())
 }
 
 /// The clock paused, the runtime's time moves only when every task waits, and then
@@ -352,7 +360,8 @@ async fn a_stalled_primary_is_a_clear_error_once_the_replicas_timeout_has_passed
     let stalls = [
         ("no hello", Vec::new()),
         ("half a hello", hello[..10].to_vec()),
-        ("after the hello", hello.clone()),
+        ("after the hello", hello[..32].to_vec()),
+        ("after the identity", hello.clone()),
         ("mid-message", [hello.clone(), data].concat()),
     ];
     for (place, sent) in stalls {
@@ -389,6 +398,13 @@ async fn a_stalled_replica_is_a_clear_error_once_the_primarys_timeout_has_passed
     for (place, sent, slack) in [
         ("no hello", Vec::new(), Duration::ZERO),
         ("half a hello", hello[..10].to_vec(), Duration::ZERO),
+        // A hello without the identity: the primary refuses it once its timeout has
+        // passed, then waits one heartbeat interval for the replica to hang up.
+        (
+            "no identity",
+            hello[..32].to_vec(),
+            Duration::from_millis(75),
+        ),
         (
             "takes nothing",
             hello.clone(),
@@ -435,7 +451,7 @@ async fn an_idle_primary_keeps_a_replica_with_a_short_timeout_connected() {
     });
     let mut durable = replica.durable_end();
     let syncing = tokio::spawn(async move {
-        let synced = replica.sync_from(b).await;
+        let synced = replica.sync_from(b).await.map(|s| s.end);
         (synced, replica)
     });
     // Caught up with the first record: from here both ends only wait on each other.

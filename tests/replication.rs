@@ -16,6 +16,9 @@ use walcodec::{
 };
 
 /// A record of awkward size: some cross blocks, some end near a trailer.
+/// What the primary sends before the log (its log has one epoch).
+const HANDSHAKE: u64 = crate::common::PRIMARY_HANDSHAKE;
+
 fn record(i: usize) -> Vec<u8> {
     let len = match i % 7 {
         0 => 0,
@@ -50,7 +53,7 @@ async fn sync_over_duplex(
         let log = log.clone();
         async move { log.serve_replica(a).await }
     });
-    let synced = replica.sync_from(b).await;
+    let synced = replica.sync_from(b).await.map(|s| s.end);
     (serving.await.unwrap(), synced)
 }
 
@@ -123,7 +126,7 @@ async fn sync_through(
         let log = log.clone();
         async move { log.serve_replica(a).await }
     });
-    let synced = replica.sync_from(b).await;
+    let synced = replica.sync_from(b).await.map(|s| s.end);
     relay.abort();
     (serving.await.unwrap(), synced)
 }
@@ -206,16 +209,16 @@ async fn a_cut_at_any_byte_resumes_after_the_last_complete_record() {
     log.close().await.unwrap();
     // The handshake and first message headers, then spots across the stream:
     // mid-header, mid-record, in trailers, at message boundaries.
-    let mut cuts: Vec<u64> = (1..60).collect();
-    cuts.extend((0..40).map(|i| 60 + i * 9_973));
-    cuts.extend([32 * 1024 + 32 + 17 + 9, 32 * 1024 - 3, 65_536 + 50]);
+    let mut cuts: Vec<u64> = (1..HANDSHAKE + 30).collect();
+    cuts.extend((0..40).map(|i| HANDSHAKE + 30 + i * 9_973));
+    cuts.extend([32 * 1024 + HANDSHAKE + 17 + 9, 32 * 1024 - 3, 65_536 + 50]);
     for cut in cuts {
         let r = tempfile::tempdir().unwrap();
         let mut replica = Replica::open(r.path()).await.unwrap();
         let (_, synced) = sync_through(&log, &mut replica, Some(cut), None).await;
         let at = match synced {
-            // A cut in the primary's hello is a truncated handshake.
-            Err(Error::ReplicaProtocol { .. }) if cut < 32 => replica.end(),
+            // A cut in the primary's hello or identity is a truncated handshake.
+            Err(Error::ReplicaProtocol { .. }) if cut < HANDSHAKE => replica.end(),
             synced => synced.unwrap_or_else(|e| panic!("cut at {cut}: {e}")),
         };
         assert_prefix(p.path(), r.path());
@@ -236,7 +239,9 @@ async fn successive_cuts_lose_and_repeat_nothing_and_a_restart_resumes() {
     log.close().await.unwrap();
     let mut replica = Replica::open(r.path()).await.unwrap();
     let mut connections = 0;
-    let mut cut = 47u64;
+    // Every cut past the handshake (a cut inside it is a protocol error, see
+    // above), so that every connection resumes.
+    let mut cut = HANDSHAKE + 15;
     loop {
         connections += 1;
         let (_, synced) = sync_through(&log, &mut replica, Some(cut), None).await;
@@ -244,7 +249,7 @@ async fn successive_cuts_lose_and_repeat_nothing_and_a_restart_resumes() {
             break;
         }
         assert_prefix(p.path(), r.path());
-        cut = cut * 3 % 150_001 + 40;
+        cut = cut * 3 % 150_001 + HANDSHAKE;
         if connections % 4 == 0 {
             // A restart mid-segment, with a torn record at the end of the copy.
             let last = LogDir::list(r.path()).unwrap().segments.pop().unwrap();
@@ -268,8 +273,12 @@ async fn a_flipped_byte_on_the_wire_is_detected_and_never_written() {
     let log = primary(p.path(), &small_segments(), 0..20).await;
     log.close().await.unwrap();
     let mut replica = Replica::open(r.path()).await.unwrap();
-    // Past the hello and the first message headers: in a record's header or payload.
-    for flip in [32 + 17 + 5 + 2, 32 + 17 + 5 + 40_000, 32 + 17 + 5 + 150_000] {
+    // Past the handshake and the first message headers: in a record's header or payload.
+    for flip in [
+        HANDSHAKE + 17 + 5 + 2,
+        HANDSHAKE + 17 + 5 + 40_000,
+        HANDSHAKE + 17 + 5 + 150_000,
+    ] {
         let (_, synced) = sync_through(&log, &mut replica, None, Some(flip)).await;
         let error = synced.expect_err("a flipped byte must be detected");
         assert!(
@@ -297,8 +306,8 @@ async fn a_flipped_byte_in_a_block_trailer_is_detected_and_never_written() {
     log.append(b"next").await.unwrap();
     log.close().await.unwrap();
     let trailer = (walcodec::BLOCK_SIZE - 3) as u64;
-    // The hello (32), the segment message (17), the data message's header (5).
-    let flip = 32 + 17 + 5 + trailer + 1;
+    // The handshake, the segment message (17), the data message's header (5).
+    let flip = HANDSHAKE + 17 + 5 + trailer + 1;
     let mut replica = Replica::open(r.path()).await.unwrap();
     let (_, synced) = sync_through(&log, &mut replica, None, Some(flip)).await;
     assert!(
@@ -345,7 +354,7 @@ async fn several_replicas_over_tcp_while_the_primary_rotates_and_purges() {
         let mut replica = Replica::open(dir.path()).await.unwrap();
         let conn = TcpStream::connect(addr).await.unwrap();
         let task = tokio::spawn(async move {
-            let end = replica.sync_from(conn).await;
+            let end = replica.sync_from(conn).await.map(|s| s.end);
             (replica, end)
         });
         replicas.push((dir, task));
@@ -518,6 +527,14 @@ async fn hello(conn: &mut DuplexStream, version: u32, position: LogPosition) {
     bytes.extend_from_slice(&u32::from(from_replica).to_le_bytes());
     bytes.extend_from_slice(&position.segment.to_le_bytes());
     bytes.extend_from_slice(&position.offset.to_le_bytes());
+    // Its identity: the replica's, of a copy without id or record; the
+    // primary's, of a log with one epoch.
+    if from_replica {
+        bytes.push(b'I');
+        bytes.extend_from_slice(&[0; 16 + 1 + 20 + 4]);
+    } else {
+        bytes.extend_from_slice(&crate::common::primary_identity(7));
+    }
     conn.write_all(&bytes).await.unwrap();
 }
 
@@ -607,18 +624,61 @@ async fn from_fake_primary(
     version: u32,
     body: Vec<u8>,
 ) -> Result<LogPosition, Error> {
+    let identity = crate::common::primary_identity(7);
+    from_fake_primary_of(replica, version, LogPosition::new(1, 0), identity, body).await
+}
+
+/// A fake primary that sends its hello (its durable end `end`), reads the
+/// replica's, then sends `identity` (its answer to the replica's identity) and `body`.
+async fn from_fake_primary_of(
+    replica: &mut Replica,
+    version: u32,
+    end: LogPosition,
+    identity: Vec<u8>,
+    body: Vec<u8>,
+) -> Result<LogPosition, Error> {
     let (mut a, b) = tokio::io::duplex(1 << 16);
     let fake = tokio::spawn(async move {
-        hello(&mut a, version, LogPosition::new(1, 0)).await;
+        let mut hello = b"WALCREPL".to_vec();
+        hello.extend_from_slice(&version.to_le_bytes());
+        hello.extend_from_slice(&0u32.to_le_bytes());
+        hello.extend_from_slice(&end.segment.to_le_bytes());
+        hello.extend_from_slice(&end.offset.to_le_bytes());
+        let _ = a.write_all(&hello).await;
         let mut theirs = [0u8; 32];
         let _ = a.read_exact(&mut theirs).await;
+        let _ = a.write_all(&identity).await;
         let _ = a.write_all(&body).await;
     });
     let result = tokio::time::timeout(Duration::from_secs(30), replica.sync_from(b))
         .await
         .expect("bounded time");
     fake.abort();
-    result
+    result.map(|s| s.end)
+}
+
+/// The identity `log`'s primary sends a replica whose last record ends at `end`
+/// with payload `last`: its id, that record's checksum, its history.
+fn identity_of(log: &LogDir, end: LogPosition, last: &[u8]) -> Vec<u8> {
+    let mut m = vec![b'I'];
+    m.extend_from_slice(&log.log_id().as_u128().to_le_bytes());
+    m.push(1);
+    m.extend_from_slice(&end.segment.to_le_bytes());
+    m.extend_from_slice(&end.offset.to_le_bytes());
+    m.extend_from_slice(&crc32c::crc32c(last).to_le_bytes());
+    let history = log.history();
+    m.extend_from_slice(&(history.epochs.len() as u32).to_le_bytes());
+    for epoch in &history.epochs {
+        for field in [
+            epoch.number,
+            epoch.id,
+            epoch.start.segment,
+            epoch.start.offset,
+        ] {
+            m.extend_from_slice(&field.to_le_bytes());
+        }
+    }
+    m
 }
 
 fn segment_message(segment: u64, offset: u64) -> Vec<u8> {
@@ -690,8 +750,22 @@ async fn hostile_primaries_get_typed_errors_and_write_nothing() {
     sync_until(&log, &mut replica, log.end()).await;
     let at = replica.end();
     assert!(at.offset > 0);
-    let result = from_fake_primary(&mut replica, v, segment_message(1 << 40, 0)).await;
-    assert!(matches!(result, Err(Error::ReplicaProtocol { .. })));
+    // (The fake speaks for the log the replica holds: its id, history and last
+    // record, so only the segment message is wrong.)
+    let last = read_all(&log).await.pop().unwrap();
+    let identity = identity_of(&log, at, &last);
+    let result = from_fake_primary_of(
+        &mut replica,
+        v,
+        log.end(),
+        identity,
+        segment_message(1 << 40, 0),
+    )
+    .await;
+    assert!(
+        matches!(result, Err(Error::ReplicaProtocol { .. })),
+        "{result:?}"
+    );
     assert_eq!(replica.end(), at);
     assert_prefix(p.path(), r.path());
 }

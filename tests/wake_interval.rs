@@ -155,5 +155,5 @@ async fn a_replica_of_a_busy_log_is_sent_its_commits_once_per_wake_interval() {
 
     let closed = log.close().await.unwrap();
     serving.await.unwrap().unwrap();
-    assert_eq!(syncing.await.unwrap().unwrap(), closed);
+    assert_eq!(syncing.await.unwrap().unwrap().end, closed);
 }

@@ -5,7 +5,12 @@
 //!
 //! The first byte picks the mode:
 //! - 0: the input is the whole stream, hello included;
-//! - 1: a valid hello, then the input;
+//! - 1: a valid hello and identity, then the input;
+//! - 5: a valid hello, then an identity built from the input (its log id, last
+//!   record, epoch count and epochs picked from the edges of their ranges: zero,
+//!   u64::MAX, more epochs than a log keeps, numbers out of order), then records:
+//!   a refused identity writes nothing (no `HISTORY`, no record), an accepted one
+//!   is durable before the first record;
 //! - 4: a valid hello, then messages built from the input (a tag byte, then each
 //!   number picked from the edges of its range: 0, 1, a block's end, a segment
 //!   number with no next one, u64::MAX, or raw bytes; data of whole records or
@@ -25,7 +30,10 @@ use std::sync::OnceLock;
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use tokio_util::codec::Decoder;
-use walcodec::{Dialect, LogDecoder, LogDir, LogEncoder, LogPosition, Recovery, Replica};
+use walcodec::{
+    Dialect, LogDecoder, LogDir, LogEncoder, LogPosition, Recovery, Replica,
+    REPLICATION_PROTOCOL_VERSION,
+};
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
@@ -37,13 +45,39 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-/// The primary's hello, version 1.
-fn hello() -> Vec<u8> {
+/// The primary's hello alone.
+fn bare_hello() -> Vec<u8> {
     let mut m = b"WALCREPL".to_vec();
-    m.extend_from_slice(&1u32.to_le_bytes());
+    m.extend_from_slice(&REPLICATION_PROTOCOL_VERSION.to_le_bytes());
     m.extend_from_slice(&0u32.to_le_bytes());
     m.extend_from_slice(&1u64.to_le_bytes());
     m.extend_from_slice(&0u64.to_le_bytes());
+    m
+}
+
+/// An identity message: `log_id`, the last record vouched for, `count` as the
+/// epoch count and then `epochs` (number, id, segment, offset).
+fn identity(log_id: u128, last: Option<(u64, u64, u32)>, count: u32, epochs: &[[u64; 4]]) -> Vec<u8> {
+    let mut m = vec![b'I'];
+    m.extend_from_slice(&log_id.to_le_bytes());
+    let (segment, offset, crc) = last.unwrap_or((0, 0, 0));
+    m.push(u8::from(last.is_some()));
+    m.extend_from_slice(&segment.to_le_bytes());
+    m.extend_from_slice(&offset.to_le_bytes());
+    m.extend_from_slice(&crc.to_le_bytes());
+    m.extend_from_slice(&count.to_le_bytes());
+    for epoch in epochs {
+        for field in epoch {
+            m.extend_from_slice(&field.to_le_bytes());
+        }
+    }
+    m
+}
+
+/// The primary's hello and identity (a log with one epoch at segment 1's start).
+fn hello() -> Vec<u8> {
+    let mut m = bare_hello();
+    m.extend_from_slice(&identity(7, None, 1, &[[1, 1, 1, 0]]));
     m
 }
 
@@ -82,6 +116,7 @@ async fn sync(replica: &mut Replica, stream: &[u8]) -> Result<LogPosition, walco
     replica
         .sync_from(tokio::io::join(stream, tokio::io::sink()))
         .await
+        .map(|synced| synced.end)
 }
 
 /// Every segment of the replica decodes cleanly to its end under
@@ -302,6 +337,60 @@ fn edges(dir: &Path, mut input: &[u8]) {
     });
 }
 
+/// A hostile identity, then whole records: a refused identity leaves no trace.
+fn identities(dir: &Path, mut input: &[u8]) {
+    const COUNTS: [u32; 6] = [0, 1, 2, 1 << 16, (1 << 16) + 1, u32::MAX];
+    let log_id = u128::from(number(&mut input)) | u128::from(number(&mut input)) << 64;
+    let last = match input.split_first() {
+        Some((&flag, rest)) => {
+            input = rest;
+            (flag & 1 == 1).then(|| (number(&mut input), number(&mut input), flag as u32))
+        }
+        None => None,
+    };
+    let count = match input.split_first() {
+        Some((&pick, rest)) => {
+            input = rest;
+            COUNTS[usize::from(pick) % COUNTS.len()]
+        }
+        None => 1,
+    };
+    let mut epochs = Vec::new();
+    while input.len() >= 4 && epochs.len() < 8 {
+        epochs.push([
+            number(&mut input),
+            number(&mut input),
+            number(&mut input),
+            number(&mut input),
+        ]);
+    }
+    let mut m = bare_hello();
+    m.extend_from_slice(&identity(log_id, last, count, &epochs));
+    segment(&mut m, 1, 0);
+    let mut encoder = LogEncoder::with_offset(0);
+    let mut buf = BytesMut::new();
+    for i in 0..3 {
+        encoder.encode_record(&pattern()[..i * 100], &mut buf);
+    }
+    data(&mut m, &buf, 1 << 20);
+    runtime().block_on(async {
+        let mut replica = Replica::open(dir).await.unwrap();
+        let result = sync(&mut replica, &m).await;
+        let end = replica.end();
+        replica.close().await.unwrap();
+        if result.is_err() && end.offset == 0 {
+            // Refused in the handshake: nothing of it stands.
+            assert!(!dir.join("HISTORY").exists(), "a refused identity was kept");
+        } else {
+            // Taken: the history was durable before the first record.
+            assert!(dir.join("HISTORY").exists(), "records without a history");
+            let (id, _) = LogDir::read_history(dir).unwrap().unwrap();
+            assert_eq!(id.as_u128(), log_id);
+        }
+    });
+    check_clean(dir);
+}
+
 fuzz_target!(|input: &[u8]| {
     let Some((&mode, rest)) = input.split_first() else {
         return;
@@ -313,9 +402,9 @@ fuzz_target!(|input: &[u8]| {
     };
     let root = root.unwrap();
     let dir = root.path().join("replica");
-    match mode % 5 {
+    match mode % 6 {
         0 | 1 => {
-            let stream = if mode % 5 == 0 {
+            let stream = if mode % 6 == 0 {
                 rest.to_vec()
             } else {
                 [hello(), rest.to_vec()].concat()
@@ -331,6 +420,7 @@ fuzz_target!(|input: &[u8]| {
             });
         }
         4 => edges(&dir, rest),
+        5 => identities(&dir, rest),
         _ => structured(&dir, rest),
     }
 });

@@ -44,7 +44,9 @@
 //! A directory made by an older version has no `HISTORY`: its writer
 //! ([`LogDir::open`](crate::LogDir::open)) creates one at the next open, with a
 //! new id and one epoch at the start of its oldest segment; a
-//! [`Replica`](crate::Replica) makes none.
+//! [`Replica`](crate::Replica) makes none of its own: it takes its primary's id
+//! and history in the handshake, durably before its first record, and follows
+//! the primary's epochs from then on (see [`Replica::sync_from`](crate::Replica::sync_from)).
 
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
@@ -232,7 +234,6 @@ impl History {
 ///
 /// A replica whose last record ends past this point holds records the primary's
 /// history does not: it diverged.
-#[allow(dead_code)] // for comparing two copies' histories; tested below
 pub(crate) fn common_end(
     primary: &History,
     primary_end: LogPosition,

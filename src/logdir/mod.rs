@@ -32,7 +32,7 @@ pub use hold::RetentionHold;
 pub use listing::{SegmentInfo, SegmentList};
 pub use position::{LogPosition, ParsePositionError};
 pub use reader::{DirReader, DirRecord};
-pub use replica::{Replica, ShipStats, PROTOCOL_VERSION};
+pub use replica::{Replica, ShipStats, SyncEnd, PROTOCOL_VERSION};
 pub use wake::DEFAULT_WAKE_INTERVAL;
 
 use fs::blocking;

@@ -1002,3 +1002,23 @@ pub fn unhex(line: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&line[i..i + 2], 16).expect("hex digit"))
         .collect()
 }
+
+/// A primary's identity message (protocol version 3), as a raw peer sends it
+/// after its hello: log id `log_id`, one epoch (number 1, id 1) at the start of
+/// segment 1, no record vouched for.
+/// What a primary whose log has one epoch sends before the log: its hello (32 bytes)
+/// and its identity ('I', log id, last-record flag and fields, the epoch count, one
+/// epoch of four u64s).
+pub const PRIMARY_HANDSHAKE: u64 = 32 + 1 + 16 + 1 + 20 + 4 + 32;
+
+pub fn primary_identity(log_id: u128) -> Vec<u8> {
+    let mut m = vec![b'I'];
+    m.extend_from_slice(&log_id.to_le_bytes());
+    m.push(0);
+    m.extend_from_slice(&[0; 20]);
+    m.extend_from_slice(&1u32.to_le_bytes());
+    for field in [1u64, 1, 1, 0] {
+        m.extend_from_slice(&field.to_le_bytes());
+    }
+    m
+}

@@ -9,9 +9,11 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{oneshot, watch};
 use tokio_util::codec::Decoder;
 
-use super::wire::{self, Hello, Message, PROTOCOL_VERSION};
+use super::handshake::{self, RecordCheck};
+use super::wire::{self, Hello, Identity, Message, PROTOCOL_VERSION};
 use crate::format::block_start;
 use crate::logdir::fs::{blocking, DirStorage, OsDirStorage};
+use crate::logdir::history::{self, History, HistoryFile, LogId};
 use crate::logdir::segment::segment_path;
 use crate::logdir::{lock, recovery};
 use crate::writer::Storage;
@@ -68,8 +70,10 @@ const MAX_WRITE: usize = 1 << 20;
 /// log.append("world").await?;
 /// let end = log.close().await?; // serve_replica returns once all is shipped
 /// serving.await.unwrap()?;
-/// let (replica, replica_end) = syncing.await.unwrap();
-/// assert_eq!(replica_end?, end);
+/// let (replica, synced) = syncing.await.unwrap();
+/// let synced = synced?;
+/// assert_eq!(synced.end, end);
+/// assert!(synced.primary_closed_cleanly);
 /// let mut reader = replica.read_from(LogPosition::START).await?;
 /// assert_eq!(reader.next_record().await.unwrap()?.data, "hello");
 /// # Ok(())
@@ -88,6 +92,12 @@ pub struct Replica {
     segment: u64,
     /// Its length: the end of its last complete record, synced.
     len: u64,
+    /// The log's id, as the directory's `HISTORY` holds it: `None` until the
+    /// replica first follows a primary (or for a copy made before logs had ids).
+    log_id: Option<LogId>,
+    /// The log's history as the replica holds it durably: its primary's, as
+    /// shipped.
+    history: History,
     end: watch::Sender<LogPosition>,
     /// How long [`sync_from`](Self::sync_from) waits for the primary.
     timeout: Duration,
@@ -105,6 +115,22 @@ pub struct Replica {
     /// dropped mid-way (or failed in a file-system step) leaves it false and the
     /// next one recovers the directory again, as [`open`](Replica::open) does.
     settled: bool,
+}
+
+/// How a [`Replica::sync_from`] connection ended.
+///
+/// | `primary_closed_cleanly` | what happened | what to do |
+/// |---|---|---|
+/// | `true` | the primary [closed](LogDir::close) its log and sent all of it, then said goodbye: `end` is its whole log | a planned switch-over: [`promote`](Replica::promote) now loses nothing |
+/// | `false` | the connection ended without a goodbye: the primary died, was cut off, or went away | reconnect, or fail over ([`promote`](Replica::promote)): what the primary acknowledged but did not ship is not here unless it had [synchronous replicas](crate::LogDirOptions::sync_replicas) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SyncEnd {
+    /// The replica's durable end when the connection ended.
+    pub end: LogPosition,
+    /// Whether the primary said goodbye: it closed its log cleanly, having sent
+    /// everything it held.
+    pub primary_closed_cleanly: bool,
 }
 
 /// Held by directory work while it runs: the directory's lock, and the sender
@@ -157,6 +183,8 @@ impl Replica {
             first: 0,
             segment: 0,
             len: 0,
+            log_id: None,
+            history: History::default(),
             end: watch::channel(LogPosition::START).0,
             timeout: wire::DEFAULT_TIMEOUT,
             storage,
@@ -214,6 +242,10 @@ impl Replica {
             .unwrap_or(recovered.active);
         self.segment = recovered.active;
         self.len = recovered.active_len;
+        (self.log_id, self.history) = match recovered.history {
+            Some(file) => (Some(file.log_id), file.history),
+            None => (None, History::default()),
+        };
         self.end
             .send_replace(LogPosition::new(self.segment, self.len));
         self.settled = true;
@@ -317,10 +349,20 @@ impl Replica {
     }
 
     /// Pulls from a primary's [`LogDir::serve_replica`] over `conn` until the
-    /// connection ends (the primary closed its log, or the connection was cut);
-    /// returns the replica's durable end then. Call it again on a new connection to
-    /// go on: it resumes after the last complete record, whatever byte the previous
-    /// connection was cut at.
+    /// connection ends; returns how it ended ([`SyncEnd`]): the replica's durable
+    /// end then, and whether the primary closed its log cleanly after sending all
+    /// of it (else the connection was cut: the primary died, or the network
+    /// failed). Call it again on a new connection to go on: it resumes after the
+    /// last complete record, whatever byte the previous connection was cut at.
+    ///
+    /// # Identity and history
+    /// Before a byte is written, the two ends compare their copies of the log:
+    /// the log id, the [history](LogDir::history), and the checksum of the
+    /// replica's last record (see the [protocol](crate::Replica#protocol)). A
+    /// replica that holds no record takes the primary's id and history, durably,
+    /// before its first record; afterwards its `HISTORY` follows the primary's
+    /// (epochs the primary starts while connected included), so a promoted
+    /// replica and its old primary can tell where they forked.
     ///
     /// # Cancellation
     /// Dropping the future at any point (a timeout, a `select!`) is safe: it
@@ -340,10 +382,12 @@ impl Replica {
     ///
     /// # Errors
     /// [`Error::ReplicaTooFarBehind`] (seed the replica again),
-    /// [`Error::ReplicaDiverged`], [`Error::ReplicaVersion`],
+    /// [`Error::ReplicaOfAnotherLog`] (nothing written),
+    /// [`Error::ReplicaDiverged`] (nothing written; [`rewind`](Self::rewind) to
+    /// its `common` position to follow the primary), [`Error::ReplicaVersion`],
     /// [`Error::ReplicaProtocol`] (a peer that breaks the protocol or stalls),
     /// [`Error::Corruption`] for a damaged fragment; what was written before stands.
-    pub async fn sync_from<C>(&mut self, conn: C) -> Result<LogPosition, Error>
+    pub async fn sync_from<C>(&mut self, conn: C) -> Result<SyncEnd, Error>
     where
         C: AsyncRead + AsyncWrite + Unpin + Send,
     {
@@ -356,7 +400,7 @@ impl Replica {
         result
     }
 
-    async fn sync<C>(&mut self, conn: C) -> Result<LogPosition, Error>
+    async fn sync<C>(&mut self, conn: C) -> Result<SyncEnd, Error>
     where
         C: AsyncRead + AsyncWrite + Unpin + Send,
     {
@@ -385,18 +429,30 @@ impl Replica {
             from_replica: true,
             position,
         };
+        let last = handshake::last_record(&self.dir, self.first, self.segment, self.len).await?;
+        let ours = Identity {
+            log_id: self.log_id,
+            last,
+            history: self.history.clone(),
+        };
         let send = async {
             wr.write_all(&hello.encode()).await?;
+            wr.write_all(&ours.encode()).await?;
             wr.flush().await
+        };
+        let cut = SyncEnd {
+            end: self.end(),
+            primary_closed_cleanly: false,
         };
         match tokio::time::timeout(self.timeout, send).await {
             Err(_) => return Err(wire::protocol("the primary took no hello in time")),
-            Ok(Err(_)) => return Ok(self.end()),
+            Ok(Err(_)) => return Ok(cut),
             Ok(Ok(())) => {}
         }
-        wire::read_hello(&mut rd, self.timeout)
-            .await?
-            .check(false)?;
+        let primary = wire::read_hello(&mut rd, self.timeout).await?;
+        primary.check(false)?;
+        self.judge(&mut rd, position, primary.position, ours)
+            .await?;
         let mut stream: Option<Stream> = None;
         // Nothing before the primary's first segment message: until then the
         // replica's end may not be a position of the primary's (a new replica).
@@ -410,16 +466,89 @@ impl Replica {
         if let Some(stream) = stream.as_mut() {
             self.make_durable(stream).await?;
         }
-        result.map(|()| self.end())
+        result.map(|primary_closed_cleanly| SyncEnd {
+            end: self.end(),
+            primary_closed_cleanly,
+        })
     }
 
+    /// Reads the primary's identity (or its refusal) and judges it as the primary
+    /// judged the replica ([`handshake::verdict`]); then takes its id and history,
+    /// durably, before any record.
+    async fn judge<R: AsyncRead + Unpin>(
+        &mut self,
+        rd: &mut R,
+        position: LogPosition,
+        primary_end: LogPosition,
+        ours: Identity,
+    ) -> Result<(), Error> {
+        let theirs = match tokio::time::timeout(self.timeout, wire::read_message(rd)).await {
+            Err(_) => return Err(wire::protocol("no identity from the primary in time")),
+            Ok(Ok(None)) | Ok(Err(Error::Io(_))) => {
+                return Err(wire::protocol("the connection ended in the handshake"))
+            }
+            Ok(Err(e)) => return Err(e),
+            Ok(Ok(Some(Message::Refused(refusal)))) => return Err(refusal.into_error()),
+            Ok(Ok(Some(Message::Identity(identity)))) => identity,
+            Ok(Ok(Some(_))) => {
+                return Err(wire::protocol(
+                    "the primary's first message is not its identity",
+                ))
+            }
+        };
+        let Some(log_id) = theirs.log_id else {
+            return Err(wire::protocol("a primary without a log id"));
+        };
+        let record = match (ours.last, theirs.last) {
+            (None, _) => RecordCheck::Nothing,
+            (Some(mine), Some(vouched)) if mine == vouched => RecordCheck::Same,
+            (Some(_), None) => RecordCheck::Purged,
+            (Some(_), Some(_)) => RecordCheck::Differs,
+        };
+        handshake::verdict(
+            handshake::Copy {
+                id: Some(log_id),
+                history: &theirs.history,
+                end: primary_end,
+            },
+            handshake::Copy {
+                id: ours.log_id,
+                history: &ours.history,
+                end: position,
+            },
+            record,
+        )?;
+        self.adopt(log_id, theirs.history).await
+    }
+
+    /// Makes `log_id` and `history` the replica's, durably (a no-op when they
+    /// already are).
+    async fn adopt(&mut self, log_id: LogId, history: History) -> Result<(), Error> {
+        if self.log_id == Some(log_id) && self.history == history {
+            return Ok(());
+        }
+        let file = HistoryFile {
+            log_id,
+            history,
+            truncate: None,
+        };
+        let (dir, storage, write) = (self.dir.clone(), self.storage.clone(), file.clone());
+        self.blocking(move || history::write(&dir, &write, &*storage))
+            .await?;
+        self.log_id = Some(file.log_id);
+        self.history = file.history;
+        Ok(())
+    }
+
+    /// Copies what the primary sends; returns whether it said goodbye (a clean
+    /// close) before the connection ended.
     async fn pull<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         &mut self,
         rd: &mut tokio::io::BufReader<R>,
         wr: &mut W,
         acker: &mut Acker,
         stream: &mut Option<Stream>,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         loop {
             // The primary learns each durable end (synchronous replicas), and that
             // the replica is alive: after its first segment message, after each
@@ -428,13 +557,31 @@ impl Replica {
             let message = match tokio::time::timeout(self.timeout, wire::read_message(rd)).await {
                 Err(_) => return Err(wire::protocol("no message from the primary in time")),
                 // The connection ended, between messages or inside one.
-                Ok(Ok(None)) | Ok(Err(Error::Io(_))) => return Ok(()),
+                Ok(Ok(None)) | Ok(Err(Error::Io(_))) => return Ok(false),
                 Ok(Err(e)) => return Err(e),
                 Ok(Ok(Some(message))) => message,
             };
             match message {
                 Message::Heartbeat => acker.acked = None,
                 Message::Refused(refusal) => return Err(refusal.into_error()),
+                Message::Goodbye => return Ok(true),
+                Message::Identity(_) => {
+                    return Err(wire::protocol("an identity after the handshake"))
+                }
+                Message::History(history) => {
+                    // Sent before the bytes of the new epoch: never a fork of
+                    // what the replica holds (nor of the record it is receiving,
+                    // which the primary checked lies before the epoch's start).
+                    if !handshake::follows(&history, &self.history, self.end()) {
+                        return Err(wire::protocol(
+                            "a history that forks from what the replica holds",
+                        ));
+                    }
+                    let Some(log_id) = self.log_id else {
+                        return Err(wire::protocol("a history before the handshake"));
+                    };
+                    self.adopt(log_id, history).await?;
+                }
                 Message::Segment { segment, offset } => {
                     if stream.is_some() {
                         return Err(wire::protocol("a segment started inside another"));
@@ -660,6 +807,116 @@ impl Replica {
         self.len = 0;
         self.end.send_replace(LogPosition::new(segment, 0));
         Ok(())
+    }
+
+    /// Cuts the replica back to `to`, durably: the records after it are deleted
+    /// (the segments after `to.segment`, newest first, and the rest of
+    /// `to.segment`), and the epochs of its [history](LogDir::history) that start
+    /// after it are dropped, so the next [`sync_from`](Self::sync_from) continues
+    /// the primary's history from there. This is the failback path: a former
+    /// primary whose last records never reached the replica that took over is
+    /// refused with [`Error::ReplicaDiverged`]; rewound to its `common` position,
+    /// it follows the new primary, and ends byte-identical to it.
+    ///
+    /// [`LogPosition::START`] (a `common` where nothing shared could be proven)
+    /// empties the replica: it copies the log again, from the primary's first
+    /// segment.
+    ///
+    /// ```no_run
+    /// # async fn failback(mut old_primary: walcodec::Replica, conn: tokio::net::TcpStream) -> Result<(), walcodec::Error> {
+    /// use walcodec::Error;
+    ///
+    /// // `old_primary`: `Replica::open` on the directory the old primary wrote.
+    /// match old_primary.sync_from(conn).await {
+    ///     Err(Error::ReplicaDiverged { common, .. }) => {
+    ///         // Its records after `common` never reached the new primary: drop
+    ///         // them, then connect again.
+    ///         old_primary.rewind(common).await?;
+    ///     }
+    ///     other => {
+    ///         other?;
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// # let _ = failback;
+    /// ```
+    ///
+    /// A crash (or a dropped future) in the middle leaves the replica cut
+    /// anywhere between its end and `to`, at a record boundary, with its history
+    /// before or after the trim: the next connection finds it diverged again (or
+    /// following), never a mix; rewind again.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPosition`] when `to` is past the replica's end or not the
+    /// end of a record; [`Error::Purged`] when its segment is not held.
+    pub async fn rewind(&mut self, to: LogPosition) -> Result<(), Error> {
+        self.settle().await?;
+        let end = self.end();
+        // The start of the log: everything goes.
+        let to = if to == LogPosition::START {
+            LogPosition::new(self.first, 0)
+        } else {
+            to
+        };
+        if to > end {
+            return Err(Error::InvalidPosition {
+                position: to,
+                reason: "past the end of the replica",
+            });
+        }
+        if to.segment < self.first {
+            return Err(Error::Purged {
+                segment: to.segment,
+            });
+        }
+        if to.offset > 0
+            && handshake::checksum_ending_at(&self.dir, to)
+                .await?
+                .is_none()
+        {
+            return Err(Error::InvalidPosition {
+                position: to,
+                reason: "not the end of a record",
+            });
+        }
+        self.settled = false;
+        let mut trimmed = self.history.clone();
+        if trimmed.trim_after(to) {
+            if let Some(log_id) = self.log_id {
+                // The epochs first: records left past `to` by a crash are then
+                // still found diverged, never taken for the primary's.
+                let file = HistoryFile {
+                    log_id,
+                    history: trimmed.clone(),
+                    truncate: None,
+                };
+                let (dir, storage) = (self.dir.clone(), self.storage.clone());
+                self.blocking(move || history::write(&dir, &file, &*storage))
+                    .await?;
+            }
+            self.history = trimmed;
+        }
+        let (dir, storage) = (self.dir.clone(), self.storage.clone());
+        self.blocking(move || recovery::apply_truncation(&dir, to, &*storage))
+            .await?;
+        self.segment = to.segment;
+        self.len = to.offset;
+        self.end.send_replace(to);
+        self.settled = true;
+        Ok(())
+    }
+
+    /// The log's id, once the replica has followed a primary (or the directory
+    /// was a `LogDir`): see [`LogDir::log_id`].
+    pub fn log_id(&self) -> Option<LogId> {
+        self.log_id
+    }
+
+    /// The log's history as the replica holds it: its primary's, as shipped
+    /// (see [`LogDir::history`]).
+    pub fn history(&self) -> &History {
+        &self.history
     }
 
     /// Releases the directory's lock; returns the replica's end, durable. After a

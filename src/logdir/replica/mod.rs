@@ -2,7 +2,7 @@
 //! primary, [`Replica`] on the copy, over any byte stream (TCP, TLS, a Unix
 //! socket, `tokio::io::duplex`).
 //!
-//! # Protocol (version 2)
+//! # Protocol (version 3)
 //!
 //! Each end first sends a hello, before reading the other's, so a version mismatch
 //! is seen on both ends ([`Error::ReplicaVersion`](crate::Error::ReplicaVersion)):
@@ -13,8 +13,32 @@
 //!           two replicas connected to each other fail); other bits 0
 //!           replica: its resume position, the end of its last complete record
 //!                    (000000:0 when it holds nothing: it starts at the primary's first segment)
-//!           primary: its durable end (for information)
+//!           primary: its durable end
 //! ```
+//!
+//! Then each end says what it holds, the replica first (it sends it with its
+//! hello), the primary once it has judged the replica's:
+//!
+//! ```text
+//! identity  'I' | log id u128 | last u8 | segment u64 offset u64 | crc u32 | count u32 | epochs
+//!           log id: 0 for a replica that has none yet (then no epochs)
+//!           last 1: a record ends at segment:offset, and crc is the crc32c of its
+//!                   payload (the replica: its last record; the primary: its record
+//!                   ending there, when it holds that segment); last 0: none, the
+//!                   fields 0
+//!           epochs: count (at most 65,536) of number u64 | id u64 | segment u64 | offset u64,
+//!                   oldest first, numbers increasing, starts never decreasing
+//! ```
+//!
+//! Both ends judge the replica alike (the table is in the guide's "The
+//! handshake"): another log id fails with
+//! [`Error::ReplicaOfAnotherLog`](crate::Error::ReplicaOfAnotherLog); a replica
+//! whose end is past the end of the history both share, or whose last record is
+//! not the primary's, with
+//! [`Error::ReplicaDiverged`](crate::Error::ReplicaDiverged). The primary sends
+//! its refusal in place of its identity; a replica that finds the primary's
+//! identity wanting hangs up. A replica that holds no record takes the primary's
+//! id and history, durably, before it writes a byte of the log.
 //!
 //! Then the primary sends the log, in messages of a tag byte and fixed fields,
 //! little-endian:
@@ -28,8 +52,17 @@
 //!                              number no log directory may hold, is a protocol error)
 //! 'H'                          heartbeat while there is nothing to send (every quarter of
 //!                              the primary's timeout, at most every 500 ms)
-//! 'X' code u8 pos pos          refusal, then the primary hangs up: 1 too far behind
-//!                              (first available), 2 diverged (replica, primary), 3 protocol
+//! 'Y' count u32 epochs         the primary's history changed (a truncation past what was
+//!                              shipped started an epoch): sent before any byte of the new
+//!                              epoch; the replica makes it its own, durably, and refuses
+//!                              one that forks from what it holds
+//! 'G'                          goodbye: the primary closed its log and sent all of it; the
+//!                              connection ends (a clean close, told from a cut)
+//! 'X' code u8 f u128 f u128 f u128
+//!                              refusal, then the primary hangs up: 1 too far behind
+//!                              (first available), 2 diverged (replica's end, primary's
+//!                              end, common), 3 protocol, 4 another log (primary's id,
+//!                              replica's id); a position as segment | offset << 64
 //! ```
 //!
 //! and the replica sends only acknowledgements of its durable end (any other byte
@@ -69,10 +102,16 @@
 //!   [`Error::ReplicaTooFarBehind`](crate::Error::ReplicaTooFarBehind), on both
 //!   ends; nothing is skipped (see below for the segments a connected replica
 //!   pins).
-//! - A replica past the primary's end, or a primary that
-//!   [truncated](crate::LogDir::truncate_after) its log below what it had sent:
-//!   [`Error::ReplicaDiverged`](crate::Error::ReplicaDiverged), on both ends. The
-//!   replica is not truncated: seed it again.
+//! - A replica of another log:
+//!   [`Error::ReplicaOfAnotherLog`](crate::Error::ReplicaOfAnotherLog), on both
+//!   ends, nothing written.
+//! - A replica whose history forked from the primary's (a former primary with
+//!   records that never reached the replica promoted in its place, a replica past
+//!   the primary's end, a primary that [truncated](crate::LogDir::truncate_after)
+//!   its log below what the replica holds):
+//!   [`Error::ReplicaDiverged`](crate::Error::ReplicaDiverged) with `common`, on
+//!   both ends. Syncing never deletes: [`Replica::rewind`] to `common`, then sync
+//!   again.
 //! - A peer that breaks the protocol (a garbage or truncated hello, a message out
 //!   of place or out of bounds, a segment that does not follow the replica's end,
 //!   more than a record's worth of bytes that end no record):
@@ -106,10 +145,11 @@
 #[cfg(feature = "replica-auth")]
 pub(crate) mod auth;
 mod copy;
+mod handshake;
 mod primary;
 mod wire;
 
-pub use copy::Replica;
+pub use copy::{Replica, SyncEnd};
 pub use primary::ShipStats;
 pub(crate) use wire::DEFAULT_TIMEOUT;
 pub use wire::PROTOCOL_VERSION;

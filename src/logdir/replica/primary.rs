@@ -6,7 +6,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
-use super::wire::{self, Hello, Message, Refusal, PROTOCOL_VERSION};
+use super::handshake::{self, RecordCheck};
+use super::wire::{self, Hello, Identity, Message, Refusal, PROTOCOL_VERSION};
+use crate::logdir::history::Epoch;
 use crate::logdir::quorum::Member;
 use crate::logdir::segment::segment_path;
 use crate::logdir::wake::DurableWatch;
@@ -48,11 +50,13 @@ impl Drop for Pin {
 
 impl LogDir {
     /// Serves one replica ([`Replica::sync_from`](crate::Replica::sync_from)) over
-    /// `conn`: reads its position, sends the sealed segments it lacks, then follows
-    /// the active segment, durable bytes only, until the replica disconnects or the
-    /// log is closed; returns what it shipped. Serve any number of replicas at once,
-    /// each from its own task. The protocol is in the [`Replica`](crate::Replica)
-    /// docs.
+    /// `conn`: checks that the replica holds this log (its id, its history and its
+    /// last record: see the [protocol](crate::Replica)), sends the sealed segments
+    /// it lacks, then follows the active segment, durable bytes only, until the
+    /// replica disconnects or the log is closed (then it says goodbye, so the
+    /// replica tells a clean close from a failure); returns what it shipped.
+    /// Serve any number of replicas at once, each from its own task. The protocol
+    /// is in the [`Replica`](crate::Replica) docs.
     ///
     /// The segments a connected replica still needs are pinned against purges
     /// (retention included), up to
@@ -64,8 +68,11 @@ impl LogDir {
     ///
     /// # Errors
     /// [`Error::ReplicaTooFarBehind`] when the replica needs a purged segment;
-    /// [`Error::ReplicaDiverged`] when it is past the log's end, or the log was
-    /// truncated below what it was sent; [`Error::ReplicaVersion`] and
+    /// [`Error::ReplicaOfAnotherLog`] for a replica of another log;
+    /// [`Error::ReplicaDiverged`] when its history forked from this log's (it
+    /// holds records this log does not: past its end, after a truncation, or of
+    /// an epoch this log never had), found in the handshake or, for a truncation
+    /// while it is connected, while shipping; [`Error::ReplicaVersion`] and
     /// [`Error::ReplicaProtocol`] for a peer that is not a replica of this version
     /// (the replica is told before the connection is closed). A replica that goes
     /// away after the handshake is not an error. [`Error::WrongDialect`] at once
@@ -115,9 +122,12 @@ impl LogDir {
         let theirs = wire::read_hello(&mut rd, timeout).await?;
         theirs.check(true)?;
         let mut stats = ShipStats::default();
-        let result = self
-            .ship(theirs.position, &mut rd, &mut wr, &mut stats)
-            .await;
+        let result = async {
+            let shipped = self.judge(theirs.position, &mut rd, &mut wr).await?;
+            self.ship(theirs.position, shipped, &mut rd, &mut wr, &mut stats)
+                .await
+        }
+        .await;
         match result {
             Err(e) => {
                 if let Some(refusal) = Refusal::from_error(&e) {
@@ -132,6 +142,70 @@ impl LogDir {
                 Ok(stats)
             }
         }
+    }
+
+    /// Reads the replica's identity and judges it ([`handshake::verdict`]): the
+    /// same log, a history that has not forked, the same last record. Answers
+    /// with this log's identity; returns the epoch the replica now knows last.
+    async fn judge(
+        &self,
+        replica_end: LogPosition,
+        rd: &mut (impl AsyncRead + Unpin),
+        wr: &mut (impl AsyncWrite + Unpin),
+    ) -> Result<(Option<Epoch>, usize), Error> {
+        let timeout = self.inner.options.replica_timeout;
+        let theirs = match tokio::time::timeout(timeout, wire::read_identity(rd)).await {
+            Err(_) => return Err(wire::protocol("no identity from the replica in time")),
+            Ok(Err(Error::Io(_))) => {
+                return Err(wire::protocol("the connection ended in the handshake"))
+            }
+            Ok(identity) => identity?,
+        };
+        // The truncations counted with the history sent: any later one that cuts
+        // what the replica holds is found while shipping.
+        let (file, first, truncations_seen) = {
+            let catalog = self.inner.catalog();
+            (
+                catalog.history.clone(),
+                catalog.first,
+                catalog.truncations.len(),
+            )
+        };
+        let end = self.end();
+        let (record, last) = match theirs.last {
+            None => (RecordCheck::Nothing, None),
+            Some((at, _)) if at.segment < first => (RecordCheck::Purged, None),
+            Some((at, crc)) => match handshake::checksum_ending_at(self.path(), at).await {
+                Ok(Some(ours)) if ours == crc => (RecordCheck::Same, Some((at, ours))),
+                // A purge that took the segment while it was read: as purged.
+                _ if at.segment < self.inner.catalog().first => (RecordCheck::Purged, None),
+                Ok(_) => (RecordCheck::Differs, None),
+                Err(e) => return Err(e),
+            },
+        };
+        handshake::verdict(
+            handshake::Copy {
+                id: Some(file.log_id),
+                history: &file.history,
+                end,
+            },
+            handshake::Copy {
+                id: theirs.log_id,
+                history: &theirs.history,
+                end: replica_end,
+            },
+            record,
+        )?;
+        let ours = Identity {
+            log_id: Some(file.log_id),
+            last,
+            history: file.history.clone(),
+        };
+        match timed_write(wr, &Message::Identity(ours), timeout).await {
+            Ok(()) | Err(Error::Io(_)) => {}
+            Err(e) => return Err(e),
+        }
+        Ok((file.history.current().copied(), truncations_seen))
     }
 
     /// Pins the segment `from` resolves to, or refuses a replica that needs a
@@ -154,6 +228,7 @@ impl LogDir {
         };
         if past_end {
             return Err(Error::ReplicaDiverged {
+                common: end,
                 replica: from,
                 primary: end,
             });
@@ -173,11 +248,11 @@ impl LogDir {
     async fn ship(
         &self,
         replica: LogPosition,
+        (shipped, truncations_seen): (Option<Epoch>, usize),
         rd: &mut (impl AsyncRead + Unpin),
         wr: &mut (impl AsyncWrite + Unpin),
         stats: &mut ShipStats,
     ) -> Result<(), Error> {
-        let truncations_seen = self.inner.catalog().truncations.len();
         let (from, pin) = self.pin_for_replica(replica)?;
         stats.from = from;
         stats.to = from;
@@ -189,7 +264,7 @@ impl LogDir {
             member,
         };
         tokio::select! {
-            shipped = self.send(from, pin, truncations_seen, wr, stats, &acks) => shipped,
+            sent = self.send(from, pin, (shipped, truncations_seen), wr, stats, &acks) => sent,
             read = self.read_acks(from, rd, &acks) => read,
         }
     }
@@ -234,7 +309,7 @@ impl LogDir {
         &self,
         from: LogPosition,
         mut pin: Pin,
-        truncations_seen: usize,
+        (mut shipped, truncations_seen): (Option<Epoch>, usize),
         wr: &mut (impl AsyncWrite + Unpin),
         stats: &mut ShipStats,
         acks: &Acks,
@@ -266,18 +341,33 @@ impl LogDir {
                 // How far the segment may be shipped, and whether that is its end.
                 let end = end_rx.current();
                 let here = LogPosition::new(segment, sent);
-                {
+                let history = {
                     let catalog = self.inner.catalog();
                     released(&catalog, segment)?;
                     let cut = catalog.truncations
                         [truncations_seen.min(catalog.truncations.len())..]
                         .iter()
-                        .any(|&t| t < here);
-                    if cut || end < here {
+                        .filter(|&&t| t < here)
+                        .min()
+                        .copied();
+                    if cut.is_some() || end < here {
                         return Err(Error::ReplicaDiverged {
+                            common: cut.unwrap_or(end).min(end),
                             replica: here,
                             primary: end,
                         });
+                    }
+                    // A truncation past what was shipped started an epoch: the
+                    // replica learns it before any byte of it.
+                    let history = &catalog.history.history;
+                    (history.current() != shipped.as_ref()).then(|| history.clone())
+                };
+                if let Some(history) = history {
+                    shipped = history.current().copied();
+                    match timed_write(wr, &Message::History(history), timeout).await {
+                        Ok(()) => {}
+                        Err(Error::Io(_)) => return Ok(()),
+                        Err(e) => return Err(e),
                     }
                 }
                 let (limit, sealed) = if end.segment == segment {
@@ -287,6 +377,7 @@ impl LogDir {
                         Some(&len) => (len, true),
                         None => {
                             return Err(Error::ReplicaDiverged {
+                                common: end.min(here),
                                 replica: here,
                                 primary: end,
                             })
@@ -352,6 +443,8 @@ impl LogDir {
                         let mut acked = acks.acked.subscribe();
                         let _ = tokio::time::timeout(timeout, acked.wait_for(|&a| a >= here)).await;
                     }
+                    // A clean end: the replica tells it from a primary that died.
+                    let _ = timed_write(wr, &Message::Goodbye, timeout).await;
                     return Ok(());
                 }
                 tokio::select! {

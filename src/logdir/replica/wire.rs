@@ -6,10 +6,11 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::logdir::history::{Epoch, History, LogId, MAX_EPOCHS};
 use crate::{Error, LogPosition};
 
 /// The protocol version this build speaks, sent first by both ends.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The first bytes of each end's hello: not a log, not anything else.
 pub(crate) const MAGIC: [u8; 8] = *b"WALCREPL";
@@ -123,8 +124,13 @@ pub(crate) enum Refusal {
         first_available: LogPosition,
     },
     Diverged {
+        common: LogPosition,
         replica: LogPosition,
         primary: LogPosition,
+    },
+    AnotherLog {
+        primary: LogId,
+        replica: LogId,
     },
     Protocol,
 }
@@ -135,8 +141,17 @@ impl Refusal {
             Error::ReplicaTooFarBehind { first_available } => {
                 Some(Refusal::TooFarBehind { first_available })
             }
-            Error::ReplicaDiverged { replica, primary } => {
-                Some(Refusal::Diverged { replica, primary })
+            Error::ReplicaDiverged {
+                common,
+                replica,
+                primary,
+            } => Some(Refusal::Diverged {
+                common,
+                replica,
+                primary,
+            }),
+            Error::ReplicaOfAnotherLog { primary, replica } => {
+                Some(Refusal::AnotherLog { primary, replica })
             }
             Error::ReplicaProtocol { .. } => Some(Refusal::Protocol),
             _ => None,
@@ -149,10 +164,166 @@ impl Refusal {
             Refusal::TooFarBehind { first_available } => {
                 Error::ReplicaTooFarBehind { first_available }
             }
-            Refusal::Diverged { replica, primary } => Error::ReplicaDiverged { replica, primary },
+            Refusal::Diverged {
+                common,
+                replica,
+                primary,
+            } => Error::ReplicaDiverged {
+                common,
+                replica,
+                primary,
+            },
+            Refusal::AnotherLog { primary, replica } => {
+                Error::ReplicaOfAnotherLog { primary, replica }
+            }
             Refusal::Protocol => protocol("the primary refused the replica's messages"),
         }
     }
+
+    /// The refusal's code and its three 16-byte fields.
+    fn fields(&self) -> (u8, [u128; 3]) {
+        let p = |p: LogPosition| u128::from(p.segment) | u128::from(p.offset) << 64;
+        match *self {
+            Refusal::TooFarBehind { first_available } => (1, [p(first_available), 0, 0]),
+            Refusal::Diverged {
+                common,
+                replica,
+                primary,
+            } => (2, [p(replica), p(primary), p(common)]),
+            Refusal::Protocol => (3, [0; 3]),
+            Refusal::AnotherLog { primary, replica } => {
+                (4, [primary.as_u128(), replica.as_u128(), 0])
+            }
+        }
+    }
+
+    fn from_fields(code: u8, f: [u128; 3]) -> Result<Refusal, Error> {
+        let p = |v: u128| LogPosition::new(v as u64, (v >> 64) as u64);
+        Ok(match code {
+            1 => Refusal::TooFarBehind {
+                first_available: p(f[0]),
+            },
+            2 => Refusal::Diverged {
+                replica: p(f[0]),
+                primary: p(f[1]),
+                common: p(f[2]),
+            },
+            3 => Refusal::Protocol,
+            4 => Refusal::AnotherLog {
+                primary: LogId::from_u128(f[0]),
+                replica: LogId::from_u128(f[1]),
+            },
+            _ => return Err(protocol("a refusal of an unknown kind")),
+        })
+    }
+}
+
+/// What each end says of its copy of the log right after the hellos: its id, its
+/// history, and the last record it holds (the replica: its own; the primary: its
+/// checksum of the record ending where the replica's does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Identity {
+    /// `None` (zero on the wire) for a replica that has none yet.
+    pub(crate) log_id: Option<LogId>,
+    /// The end of a record and the crc32c of its payload.
+    pub(crate) last: Option<(LogPosition, u32)>,
+    pub(crate) history: History,
+}
+
+/// Bytes of one epoch on the wire.
+const EPOCH_LEN: usize = 32;
+
+fn put_history(history: &History, out: &mut BytesMut) {
+    out.put_u32_le(history.epochs.len() as u32);
+    for e in &history.epochs {
+        out.put_u64_le(e.number);
+        out.put_u64_le(e.id);
+        out.put_u64_le(e.start.segment);
+        out.put_u64_le(e.start.offset);
+    }
+}
+
+impl Identity {
+    pub(crate) fn encode(&self) -> BytesMut {
+        let mut out = BytesMut::with_capacity(64 + self.history.epochs.len() * EPOCH_LEN);
+        out.put_u8(IDENTITY);
+        out.put_u128_le(self.log_id.map_or(0, LogId::as_u128));
+        let (flag, last, crc) = match self.last {
+            Some((last, crc)) => (1, last, crc),
+            None => (0, LogPosition::START, 0),
+        };
+        out.put_u8(flag);
+        out.put_u64_le(last.segment);
+        out.put_u64_le(last.offset);
+        out.put_u32_le(crc);
+        put_history(&self.history, &mut out);
+        out
+    }
+}
+
+/// Reads a history's epoch count and epochs: at most [`MAX_EPOCHS`], well formed
+/// (numbers increasing, starts never decreasing), the memory they take growing
+/// only as their bytes arrive.
+async fn read_history<R: AsyncRead + Unpin>(conn: &mut R) -> Result<History, Error> {
+    let mut count = [0u8; 4];
+    read_exact(conn, &mut count).await?;
+    let count = u32::from_le_bytes(count) as usize;
+    if count > MAX_EPOCHS {
+        return Err(protocol("a history of more epochs than a log keeps"));
+    }
+    let mut epochs = Vec::with_capacity(count.min(1024));
+    for _ in 0..count {
+        let mut bytes = [0u8; EPOCH_LEN];
+        read_exact(conn, &mut bytes).await?;
+        let mut buf = &bytes[..];
+        let (number, id) = (buf.get_u64_le(), buf.get_u64_le());
+        let start = LogPosition::new(buf.get_u64_le(), buf.get_u64_le());
+        epochs.push(Epoch { number, id, start });
+    }
+    let history = History { epochs };
+    if !history.is_well_formed() {
+        return Err(protocol("a history whose epochs are out of order"));
+    }
+    Ok(history)
+}
+
+/// Reads an identity's fields (after its tag).
+async fn read_identity_body<R: AsyncRead + Unpin>(conn: &mut R) -> Result<Identity, Error> {
+    let mut id = [0u8; 16];
+    read_exact(conn, &mut id).await?;
+    let id = u128::from_le_bytes(id);
+    let mut flag = [0u8; 1];
+    read_exact(conn, &mut flag).await?;
+    let last = LogPosition::new(read_u64(conn).await?, read_u64(conn).await?);
+    let mut crc = [0u8; 4];
+    read_exact(conn, &mut crc).await?;
+    let last = match flag[0] {
+        0 => None,
+        1 => Some((last, u32::from_le_bytes(crc))),
+        _ => return Err(protocol("an identity with an unknown flag")),
+    };
+    let history = read_history(conn).await?;
+    let log_id = (id != 0).then(|| LogId::from_u128(id));
+    if log_id.is_none() != history.epochs.is_empty() {
+        return Err(protocol(
+            "an identity with a history but no log id, or the reverse",
+        ));
+    }
+    Ok(Identity {
+        log_id,
+        last,
+        history,
+    })
+}
+
+/// Reads the replica's identity, its first message after the hellos.
+pub(crate) async fn read_identity<R: AsyncRead + Unpin>(conn: &mut R) -> Result<Identity, Error> {
+    let mut tag = [0u8; 1];
+    read_exact(conn, &mut tag).await?;
+    if tag[0] != IDENTITY {
+        return Err(protocol("the replica's first message is not its identity"));
+    }
+    read_identity_body(conn).await
 }
 
 /// A message from the primary after its hello.
@@ -168,6 +339,13 @@ pub(crate) enum Message {
     Heartbeat,
     /// The primary refuses to go on.
     Refused(Refusal),
+    /// The primary's identity (its answer to the replica's): the first message.
+    Identity(Identity),
+    /// The primary's history changed (a truncation started an epoch): the
+    /// replica's follows before any later byte.
+    History(History),
+    /// The primary closed its log and sent all of it: a clean end.
+    Goodbye,
 }
 
 const SEGMENT: u8 = b'S';
@@ -175,6 +353,9 @@ const DATA: u8 = b'D';
 const SEALED: u8 = b'E';
 const HEARTBEAT_TAG: u8 = b'H';
 const REFUSED: u8 = b'X';
+const IDENTITY: u8 = b'I';
+const HISTORY: u8 = b'Y';
+const GOODBYE: u8 = b'G';
 
 /// Bytes of a data message's header: the tag and the length.
 pub(crate) const DATA_HEADER_LEN: usize = 5;
@@ -207,23 +388,22 @@ pub(crate) fn encode_header(message: &Message, out: &mut BytesMut) {
         Message::Heartbeat => out.put_u8(HEARTBEAT_TAG),
         Message::Refused(refusal) => {
             out.put_u8(REFUSED);
-            let (code, a, b) = match *refusal {
-                Refusal::TooFarBehind { first_available } => {
-                    (1, first_available, LogPosition::START)
-                }
-                Refusal::Diverged { replica, primary } => (2, replica, primary),
-                Refusal::Protocol => (3, LogPosition::START, LogPosition::START),
-            };
+            let (code, fields) = refusal.fields();
             out.put_u8(code);
-            for p in [a, b] {
-                out.put_u64_le(p.segment);
-                out.put_u64_le(p.offset);
+            for field in fields {
+                out.put_u128_le(field);
             }
         }
+        Message::Identity(identity) => out.extend_from_slice(&identity.encode()),
+        Message::History(history) => {
+            out.put_u8(HISTORY);
+            put_history(history, out);
+        }
+        Message::Goodbye => out.put_u8(GOODBYE),
     }
 }
 
-/// The tag of the replica's only message after its hello.
+/// The tag of the replica's only message after its identity.
 const ACK: u8 = b'A';
 
 /// Bytes of an acknowledgement: the tag and a position.
@@ -310,24 +490,17 @@ pub(crate) async fn read_message<R: AsyncRead + Unpin>(
         REFUSED => {
             let mut code = [0u8; 1];
             read_exact(conn, &mut code).await?;
-            let mut p = [LogPosition::START; 2];
-            for position in &mut p {
-                position.segment = read_u64(conn).await?;
-                position.offset = read_u64(conn).await?;
+            let mut fields = [0u128; 3];
+            for field in &mut fields {
+                let mut bytes = [0u8; 16];
+                read_exact(conn, &mut bytes).await?;
+                *field = u128::from_le_bytes(bytes);
             }
-            let refusal = match code[0] {
-                1 => Refusal::TooFarBehind {
-                    first_available: p[0],
-                },
-                2 => Refusal::Diverged {
-                    replica: p[0],
-                    primary: p[1],
-                },
-                3 => Refusal::Protocol,
-                _ => return Err(protocol("a refusal of an unknown kind")),
-            };
-            Message::Refused(refusal)
+            Message::Refused(Refusal::from_fields(code[0], fields)?)
         }
+        IDENTITY => Message::Identity(read_identity_body(conn).await?),
+        HISTORY => Message::History(read_history(conn).await?),
+        GOODBYE => Message::Goodbye,
         _ => return Err(protocol("a message of an unknown type")),
     };
     Ok(Some(message))
@@ -373,10 +546,46 @@ mod tests {
                 first_available: LogPosition::new(4, 0),
             }),
             Message::Refused(Refusal::Diverged {
+                common: LogPosition::new(2, 5),
                 replica: LogPosition::new(4, 10),
                 primary: LogPosition::new(3, 7),
             }),
+            Message::Refused(Refusal::AnotherLog {
+                primary: LogId::from_u128(u128::MAX),
+                replica: LogId::from_u128(7),
+            }),
             Message::Refused(Refusal::Protocol),
+            Message::Identity(Identity {
+                log_id: Some(LogId::from_u128(1 << 100)),
+                last: Some((LogPosition::new(3, 9), 0xdead_beef)),
+                history: History {
+                    epochs: vec![
+                        Epoch {
+                            number: 1,
+                            id: 5,
+                            start: LogPosition::new(1, 0),
+                        },
+                        Epoch {
+                            number: 4,
+                            id: 6,
+                            start: LogPosition::new(3, 2),
+                        },
+                    ],
+                },
+            }),
+            Message::Identity(Identity {
+                log_id: None,
+                last: None,
+                history: History::default(),
+            }),
+            Message::History(History {
+                epochs: vec![Epoch {
+                    number: 2,
+                    id: u64::MAX,
+                    start: LogPosition::new(u64::MAX, u64::MAX),
+                }],
+            }),
+            Message::Goodbye,
         ];
         let mut wire = Vec::new();
         for message in &messages {
@@ -415,6 +624,51 @@ mod tests {
         assert!(matches!(
             read_ack(&mut &encode_ack(LogPosition::new(1, 2))[..9]).await,
             Err(Error::Io(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn histories_out_of_bounds_or_order_are_refused() {
+        // More epochs than a log keeps: refused before any is read.
+        let mut wire = vec![HISTORY];
+        wire.extend_from_slice(&(MAX_EPOCHS as u32 + 1).to_le_bytes());
+        assert!(matches!(
+            read_message(&mut &wire[..]).await,
+            Err(Error::ReplicaProtocol { .. })
+        ));
+        // Numbers that do not increase.
+        let epoch = Epoch {
+            number: 3,
+            id: 1,
+            start: LogPosition::new(1, 0),
+        };
+        let mut wire = BytesMut::new();
+        encode_header(
+            &Message::History(History {
+                epochs: vec![epoch, epoch],
+            }),
+            &mut wire,
+        );
+        assert!(matches!(
+            read_message(&mut &wire[..]).await,
+            Err(Error::ReplicaProtocol { .. })
+        ));
+        // An id without a history.
+        let mut wire = Identity {
+            log_id: Some(LogId::from_u128(9)),
+            last: None,
+            history: History::default(),
+        }
+        .encode();
+        assert!(matches!(
+            read_identity(&mut &wire[..]).await,
+            Err(Error::ReplicaProtocol { .. })
+        ));
+        // An unknown flag for the last record.
+        wire[17] = 2;
+        assert!(matches!(
+            read_identity(&mut &wire[..]).await,
+            Err(Error::ReplicaProtocol { .. })
         ));
     }
 
