@@ -121,9 +121,9 @@ pub enum Error {
         /// Where the log now ends (or the segment that was cut, at its new length;
         /// its start when the file was removed or replaced; the first byte that
         /// changed when it was rewritten in place).
-        position: crate::LogPosition,
+        position: crate::logdir::LogPosition,
         /// Where the reader was.
-        reader: crate::LogPosition,
+        reader: crate::logdir::LogPosition,
     },
 
     /// A position that does not name a record boundary of the log (past its end, in
@@ -131,7 +131,7 @@ pub enum Error {
     #[error("invalid log position {position}: {reason}")]
     InvalidPosition {
         /// The position given.
-        position: crate::LogPosition,
+        position: crate::logdir::LogPosition,
         /// Why it is refused.
         reason: &'static str,
     },
@@ -169,9 +169,9 @@ pub enum Error {
         /// The directory.
         path: std::path::PathBuf,
         /// The dialect its segments are in.
-        found: crate::Dialect,
+        found: crate::format::fragment::Dialect,
         /// The dialect asked for.
-        expected: crate::Dialect,
+        expected: crate::format::fragment::Dialect,
     },
 
     /// A replica needs segments its primary has purged: it cannot catch up, and
@@ -179,7 +179,7 @@ pub enum Error {
     #[error("replica is too far behind: the primary's log now starts at {first_available}")]
     ReplicaTooFarBehind {
         /// The start of the primary's oldest segment.
-        first_available: crate::LogPosition,
+        first_available: crate::logdir::LogPosition,
     },
 
     /// The two ends of a replication connection speak different protocol versions
@@ -209,11 +209,11 @@ pub enum Error {
     #[error("the replica's log (ending at {replica}) forked from the primary's (ending at {primary}): they share it up to {common}")]
     ReplicaDiverged {
         /// Where the log both copies share ends: rewind the replica there.
-        common: crate::LogPosition,
+        common: crate::logdir::LogPosition,
         /// The replica's end.
-        replica: crate::LogPosition,
+        replica: crate::logdir::LogPosition,
         /// The primary's end.
-        primary: crate::LogPosition,
+        primary: crate::logdir::LogPosition,
     },
 
     /// A replica of one log connected to another log's primary (their
@@ -223,10 +223,10 @@ pub enum Error {
     #[error("the replica holds log {replica}, the primary serves log {primary}")]
     ReplicaOfAnotherLog {
         /// The primary's log id.
-        primary: crate::LogId,
+        primary: crate::logdir::LogId,
         /// The replica's (zero for a copy made before logs had ids, whose last
         /// record the primary does not hold).
-        replica: crate::LogId,
+        replica: crate::logdir::LogId,
     },
 
     /// The other end of a replication connection broke the protocol (a garbage or
@@ -271,9 +271,9 @@ impl Error {
 }
 
 /// A dialect's name in [`Error::WrongDialect`]'s message.
-fn dialect_name(dialect: crate::Dialect) -> &'static str {
+fn dialect_name(dialect: crate::format::fragment::Dialect) -> &'static str {
     match dialect {
-        crate::Dialect::Pebble => "Pebble",
+        crate::format::fragment::Dialect::Pebble => "Pebble",
         _ => "LevelDB/RocksDB",
     }
 }

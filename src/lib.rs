@@ -79,43 +79,40 @@
 )]
 #![doc(test(attr(deny(warnings))))]
 
+// The layers, bottom up: the bytes (`format`), assembling records (`decoder`), the
+// tokio-util codecs (`codec`), files (`reader`, `writer`), the segmented directory and its
+// replication (`logdir`). Leaves every layer may use: `error`, `observe`, `read_at`,
+// `open`, `names`. This file only declares and re-exports.
 mod codec;
-#[cfg(feature = "zstd")]
-pub mod compression;
 mod decoder;
-pub mod detect;
-mod encoder;
 mod error;
 pub mod format;
-pub mod fragment;
-mod framed;
 mod logdir;
-pub mod metadata;
 mod names;
 pub mod observe;
 mod open;
-pub mod physical;
 mod read_at;
 mod reader;
-mod record_decoder;
-mod record_reader;
-mod record_writer;
-pub mod recordio;
-mod repair;
-pub mod write_batch;
 mod writer;
-mod zeros;
 
-pub use codec::LogCodec;
+pub use codec::recordio;
+#[cfg(feature = "zstd")]
+pub use format::compression;
+pub use format::{detect, fragment, metadata, physical, write_batch};
+
+pub use codec::encoder::{LogEncoder, LogEncoderBuilder, LogFormat};
+pub use codec::framed::{FRAMED_READ_CAPACITY, FRAMED_WRITE_BUFFER};
+pub use codec::log_codec::LogCodec;
+pub use codec::record_decoder::LogRecordDecoder;
+pub use codec::record_writer::{LogWriter, RecordWriter};
+pub use codec::recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
 pub use decoder::{
     DecodeStats, LogDecoder, LogDecoderBuilder, LogInput, ParseRecoveryError, Recovery,
     DEFAULT_MAX_RECORD_BYTES,
 };
-pub use encoder::{LogEncoder, LogEncoderBuilder, LogFormat};
 pub use error::{Corruption, CorruptionKind, Error, LogChange};
+pub use format::fragment::Dialect;
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
-pub use fragment::Dialect;
-pub use framed::{FRAMED_READ_CAPACITY, FRAMED_WRITE_BUFFER};
 /// The version of the replication protocol (see [`Replica`]).
 pub use logdir::PROTOCOL_VERSION as REPLICATION_PROTOCOL_VERSION;
 pub use logdir::{
@@ -123,17 +120,14 @@ pub use logdir::{
     ParsePositionError, Replica, RetentionHold, SegmentInfo, SegmentList, ShipStats, SyncEnd,
     DEFAULT_MAX_SEGMENT_BYTES, DEFAULT_WAKE_INTERVAL,
 };
+pub use reader::record::RecordReader;
+pub use reader::repair::{repair_log, scan_log, RepairOptions, TailScan};
+#[allow(deprecated)]
+pub use reader::repair::{repair_log_with_limit, scan_log_with_limit};
 pub use reader::{
     split_ranges, ChunkReader, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,
     CHUNK_ALIGN, DEFAULT_CHUNKS_IN_FLIGHT, DEFAULT_CHUNK_BYTES, DEFAULT_POLL_INTERVAL,
 };
-pub use record_decoder::LogRecordDecoder;
-pub use record_reader::RecordReader;
-pub use record_writer::{LogWriter, RecordWriter};
-pub use recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
-pub use repair::{repair_log, scan_log, RepairOptions, TailScan};
-#[allow(deprecated)]
-pub use repair::{repair_log_with_limit, scan_log_with_limit};
 pub use writer::{
     AsyncLogWriter, WriterOptions, WriterStats, DEFAULT_IDLE_SPIN, DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_MAX_QUEUED_BYTES, DEFAULT_PREALLOCATE_BYTES, DEFAULT_SLOW_SYNC_THRESHOLD,

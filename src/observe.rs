@@ -66,7 +66,10 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::{Corruption, LogPosition, Recovery, TailScan};
+use crate::decoder::Recovery;
+use crate::error::Corruption;
+use crate::logdir::LogPosition;
+use crate::reader::repair::TailScan;
 
 /// What kind of metric a name is.
 #[cfg(feature = "metrics")]
@@ -605,4 +608,4 @@ pub fn batch_report_cost(batches: u64) -> Duration {
 }
 
 /// The writers' default, from `crate::DEFAULT_SLOW_SYNC_THRESHOLD`.
-const DEFAULT_SLOW_SYNC: Duration = crate::DEFAULT_SLOW_SYNC_THRESHOLD;
+const DEFAULT_SLOW_SYNC: Duration = crate::writer::DEFAULT_SLOW_SYNC_THRESHOLD;

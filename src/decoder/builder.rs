@@ -13,9 +13,9 @@ use super::{
     DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::error::Corruption;
+use crate::format::fragment::{Dialect, FragmentRules, FragmentType, Parsed};
+use crate::format::metadata::{MetadataRecord, WalCompressionType};
 use crate::format::{block_start, BLOCK_SIZE};
-use crate::fragment::{Dialect, FragmentRules, FragmentType, Parsed};
-use crate::metadata::{MetadataRecord, WalCompressionType};
 
 /// Configures a [`LogDecoder`].
 ///

@@ -1,15 +1,17 @@
 //! What RocksDB's dialect adds above the fragment layer for one log: whether the
 //! file is recycled, how its records are compressed, and what its metadata
-//! records said. The fragment rules themselves live in [`crate::fragment`]; the
+//! records said. The fragment rules themselves live in [`crate::format::fragment`]; the
 //! recovery policy stays in the decoder.
 
 use std::sync::{Arc, Mutex};
 
 use super::plain::FullShape;
-#[cfg(feature = "zstd")]
-use crate::compression::RecordInflater;
 use crate::error::CorruptionKind;
-use crate::metadata::{MetadataRecord, PredecessorWalInfo, TimestampSize, WalCompressionType};
+#[cfg(feature = "zstd")]
+use crate::format::compression::RecordInflater;
+use crate::format::metadata::{
+    MetadataRecord, PredecessorWalInfo, TimestampSize, WalCompressionType,
+};
 
 /// The metadata callback, shared like the corruption reporter.
 pub(super) type MetadataReporter = Arc<Mutex<dyn FnMut(u64, &MetadataRecord) + Send>>;
@@ -216,7 +218,7 @@ impl Inflater {
         (begins, ends): (bool, bool),
         max_record_bytes: usize,
     ) -> Result<Vec<u8>, InflateFailure> {
-        use crate::compression::InflateError;
+        use crate::format::compression::InflateError;
 
         if compression != WalCompressionType::Zstd {
             return Err(unsupported(compression));
@@ -272,8 +274,8 @@ impl Inflater {
 }
 
 #[cfg(feature = "zstd")]
-fn failure(error: crate::compression::InflateError) -> InflateFailure {
-    use crate::compression::InflateError;
+fn failure(error: crate::format::compression::InflateError) -> InflateFailure {
+    use crate::format::compression::InflateError;
 
     let (kind, bytes) = match error {
         InflateError::TooLarge { declared, .. } => (CorruptionKind::RecordTooLarge, declared),

@@ -92,7 +92,8 @@ mod tests {
     use bytes::BytesMut;
     use tokio_util::codec::Decoder;
 
-    use crate::{LogDecoder, LogEncoder};
+    use crate::codec::encoder::LogEncoder;
+    use crate::decoder::LogDecoder;
 
     /// Zeros after a record are passed, and going back lands on the record's end.
     #[test]

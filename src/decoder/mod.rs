@@ -63,15 +63,15 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio_util::codec::Decoder;
 
 use crate::error::{Corruption, CorruptionKind, Error};
-use crate::format::{Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
-use crate::fragment::{
+use crate::format::fragment::{
     header_size_of, Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed,
     RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE,
 };
-use crate::metadata::{
+use crate::format::metadata::{
     MetadataRecord, PredecessorWalInfo, TimestampSize, TimestampSizes, WalCompressionType,
 };
-use crate::zeros::{all_zero, first_nonzero, last_nonzero};
+use crate::format::zeros::{all_zero, first_nonzero, last_nonzero};
+use crate::format::{Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 use dialect::{LogState, MetadataReporter};
 
 /// The default bound on a record's size: 64 MiB.
@@ -1675,7 +1675,7 @@ impl Decoder for LogDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::LogEncoder;
+    use crate::codec::encoder::LogEncoder;
 
     /// A joined record starts where its largest part is copied in step with its
     /// source (same offset within a cache line), whatever the sources' offsets.

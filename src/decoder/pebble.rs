@@ -31,10 +31,10 @@
 use bytes::BytesMut;
 
 use super::{Assembly, Flow, LogDecoder};
+use crate::decoder::Recovery;
 use crate::error::{Corruption, CorruptionKind, Error};
+use crate::format::fragment::Parsed;
 use crate::format::BLOCK_SIZE;
-use crate::fragment::Parsed;
-use crate::Recovery;
 
 /// An invalid chunk waiting on the read-ahead's answer.
 #[derive(Debug, Clone)]

@@ -18,8 +18,8 @@ use bytes::{Buf, Bytes, BytesMut};
 
 use super::{Assembly, Flow, LogDecoder};
 use crate::error::Error;
+use crate::format::fragment::{FragmentType, RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE};
 use crate::format::{fragment_crc_in_place, unmask, RecordType, BLOCK_SIZE, HEADER_SIZE};
-use crate::fragment::{FragmentType, RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE};
 
 /// Where a header's checksum ends: the plain path reads the 8 bytes after it (length,
 /// type and, in a recyclable header, the log number) as one word.

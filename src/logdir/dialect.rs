@@ -22,8 +22,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::fs::DirStorage;
-use crate::fragment::RECYCLABLE_HEADER_SIZE;
-use crate::{Dialect, Error, LogDecoder, LogDecoderBuilder};
+use crate::decoder::LogDecoder;
+use crate::decoder::LogDecoderBuilder;
+use crate::error::Error;
+use crate::format::fragment::Dialect;
+use crate::format::fragment::RECYCLABLE_HEADER_SIZE;
 
 /// The file that marks a directory of Pebble segments.
 pub(crate) const DIALECT_FILE: &str = "DIALECT";

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::position::LogPosition;
 use super::recovery::{parse_purged, PURGED_FILE};
 use super::segment::{list_segments, segment_path};
-use crate::Error;
+use crate::error::Error;
 
 /// One segment file of a log directory, as [`LogDir::list`](crate::LogDir::list)
 /// found it.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::fs::{blocking, DirStorage};
-use crate::Error;
+use crate::error::Error;
 
 /// Creates `dir` if it is missing (its name synced into its parent, so that it
 /// survives a crash too) and takes its lock: the first steps of opening a log

@@ -38,8 +38,12 @@ pub use wake::DEFAULT_WAKE_INTERVAL;
 use fs::blocking;
 use segment::segment_path;
 
+use crate::error::Error;
+use crate::format::fragment::Dialect;
 use crate::observe::{self, DirObserver};
-use crate::{AsyncLogWriter, Dialect, Error, LogReader, WriterOptions};
+use crate::reader::LogReader;
+use crate::writer::AsyncLogWriter;
+use crate::writer::WriterOptions;
 
 /// Default size at which the active segment is sealed and the next one started: 64 MiB.
 pub const DEFAULT_MAX_SEGMENT_BYTES: u64 = 64 << 20;
@@ -400,9 +404,9 @@ impl LogDirOptions {
     /// The format of a new segment `number`: Pebble's with its number in Pebble's
     /// dialect, recyclable with its number in RocksDB's or when recycling, else the
     /// writer's.
-    fn new_segment_format(&self, number: u64) -> crate::LogFormat {
+    fn new_segment_format(&self, number: u64) -> crate::codec::encoder::LogFormat {
         if self.pebble() {
-            crate::LogFormat::pebble(number)
+            crate::codec::encoder::LogFormat::pebble(number)
         } else if self.recycle_segments > 0 || self.dialect == Dialect::RocksDb {
             self.recyclable_format(number)
         } else {
@@ -412,7 +416,7 @@ impl LogDirOptions {
 
     /// Recyclable headers with segment `number`'s log number, compressed as the
     /// writer's format is (RocksDB's WAL compression works with either header).
-    fn recyclable_format(&self, number: u64) -> crate::LogFormat {
+    fn recyclable_format(&self, number: u64) -> crate::codec::encoder::LogFormat {
         recycle::recyclable_format(number, self.writer.format_in_use().is_compressed())
     }
 
@@ -975,12 +979,12 @@ impl LogDir {
     /// truncation step failed; [`Error::Closed`] after [`close`](Self::close).
     pub async fn append(&self, record: impl AsRef<[u8]>) -> Result<LogPosition, Error> {
         let record = record.as_ref();
-        if record.len() > crate::DEFAULT_MAX_RECORD_BYTES {
+        if record.len() > crate::decoder::DEFAULT_MAX_RECORD_BYTES {
             // Refused before it can rotate a segment for nothing.
             return Err(Error::RecordTooLarge {
                 offset: self.end().offset,
                 size: record.len() as u64,
-                max: crate::DEFAULT_MAX_RECORD_BYTES,
+                max: crate::decoder::DEFAULT_MAX_RECORD_BYTES,
             });
         }
         let estimate = self
@@ -1066,11 +1070,11 @@ impl LogDir {
         let mut estimate = 0u64;
         for record in &records {
             let len = record.as_ref().len();
-            if len > crate::DEFAULT_MAX_RECORD_BYTES {
+            if len > crate::decoder::DEFAULT_MAX_RECORD_BYTES {
                 return Err(Error::RecordTooLarge {
                     offset: self.end().offset,
                     size: len as u64,
-                    max: crate::DEFAULT_MAX_RECORD_BYTES,
+                    max: crate::decoder::DEFAULT_MAX_RECORD_BYTES,
                 });
             }
             estimate = estimate.saturating_add(format.max_encoded_len(len) as u64);
@@ -1168,7 +1172,7 @@ impl LogDir {
                 blocking(move || recycle::written_start(&path, number)).await?;
             let format = match written {
                 recycle::Written::Recyclable => recycle::recyclable_format(number, compressed),
-                recycle::Written::WalSync => crate::LogFormat::pebble(number),
+                recycle::Written::WalSync => crate::codec::encoder::LogFormat::pebble(number),
                 recycle::Written::Unknown => options.new_segment_format(number),
                 recycle::Written::Legacy | recycle::Written::Stale => {
                     options.writer.format_in_use()

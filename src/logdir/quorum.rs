@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::position::LogPosition;
-use crate::Error;
+use crate::error::Error;
 
 /// The connected replicas' acknowledgements, and the end `need` of them hold.
 #[derive(Debug)]

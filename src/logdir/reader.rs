@@ -66,11 +66,13 @@ use super::position::LogPosition;
 use super::segment::{list_segments, segment_path};
 use super::wake::{DurableWatch, DEFAULT_WAKE_INTERVAL};
 use super::Inner;
+use crate::decoder::LogDecoder;
+use crate::error::Error;
 use crate::error::LogChange;
 use crate::format::block_start;
 use crate::read_at::read_at;
 use crate::reader::guard::FileGuard;
-use crate::{Error, LogDecoder, DEFAULT_POLL_INTERVAL};
+use crate::reader::DEFAULT_POLL_INTERVAL;
 
 /// How often a follower in another process, waiting at the end of a live segment,
 /// lists the directory for a later segment with a hole before it.
@@ -679,7 +681,7 @@ impl Walk {
                         let cut = Error::Corruption {
                             offset: cursor.decoder.valid_prefix_len(),
                             bytes: cursor.read_to - cursor.decoder.valid_prefix_len(),
-                            kind: crate::CorruptionKind::TruncatedTail,
+                            kind: crate::error::CorruptionKind::TruncatedTail,
                         };
                         return Err(bad_segment(segment, cut));
                     }

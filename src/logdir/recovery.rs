@@ -26,8 +26,10 @@ use super::history::{self, HistoryFile};
 use super::position::LogPosition;
 use super::recycle::{self, Written};
 use super::segment::{list_segments, segment_path};
-use crate::repair::{recover_file, scan_file_as};
-use crate::{Error, LogFormat, DEFAULT_MAX_RECORD_BYTES};
+use crate::codec::encoder::LogFormat;
+use crate::decoder::DEFAULT_MAX_RECORD_BYTES;
+use crate::error::Error;
+use crate::reader::repair::{recover_file, scan_file_as};
 
 /// The marker of a truncation in progress, as older versions wrote it: holds the
 /// position to truncate after; `open` finishes it. (Truncations are now decided
@@ -343,7 +345,7 @@ async fn check_sealed(dir: &Path, segment: u64) -> Result<u64, Error> {
         let cut = Error::Corruption {
             offset: scan.valid_len,
             bytes: scan.tail_bytes(),
-            kind: crate::CorruptionKind::TruncatedTail,
+            kind: crate::error::CorruptionKind::TruncatedTail,
         };
         return Err(bad_segment(segment, cut));
     }
@@ -379,7 +381,7 @@ async fn check_sealed_pebble(dir: &Path, segment: u64) -> Result<(u64, u64), Err
     let cut = Error::Corruption {
         offset: valid,
         bytes: file_len.saturating_sub(valid),
-        kind: crate::CorruptionKind::TruncatedTail,
+        kind: crate::error::CorruptionKind::TruncatedTail,
     };
     Err(bad_segment(segment, cut))
 }

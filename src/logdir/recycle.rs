@@ -21,8 +21,9 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::segment::{parse_segment_name, segment_name};
-use crate::fragment::{intact_fragment, sniff, FragmentType};
-use crate::{LogFormat, BLOCK_SIZE};
+use crate::codec::encoder::LogFormat;
+use crate::format::fragment::{intact_fragment, sniff, FragmentType};
+use crate::format::BLOCK_SIZE;
 
 const POOLED_SUFFIX: &str = ".recycle";
 
@@ -125,11 +126,11 @@ fn classify(start: &[u8], log_number: Option<u32>, number: u64) -> Written {
                 | FragmentType::Last,
                 _,
             )) => Written::Legacy,
-            _ => match crate::detect::detect(start) {
+            _ => match crate::format::detect::detect(start) {
                 // A reused file's earlier use as another Pebble segment is stale
                 // too: Pebble's reader takes another number for the log's end.
-                crate::detect::Detected::Dialect {
-                    dialect: crate::Dialect::Pebble,
+                crate::format::detect::Detected::Dialect {
+                    dialect: crate::format::fragment::Dialect::Pebble,
                     log_number: Some(n),
                     ..
                 } => {
@@ -160,7 +161,7 @@ mod tests {
 
     #[test]
     fn the_start_of_a_file_tells_how_it_was_written() {
-        use crate::LogEncoder;
+        use crate::codec::encoder::LogEncoder;
         let dir = tempfile::tempdir().unwrap();
         let write = |name: &str, format: Option<LogFormat>| {
             let mut log = bytes::BytesMut::new();

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use bytes::BytesMut;
 
 use crate::error::{Error, LogChange};
+use crate::format::zeros::{first_difference, first_nonzero, last_nonzero};
 use crate::open::open_to_read;
 use crate::read_at::{read_exact_at, read_exact_cached};
-use crate::zeros::{first_difference, first_nonzero, last_nonzero};
 
 /// How many bytes before the point a reader may go back to (the end of the last
 /// record it returned) are kept to compare with the file, beside every byte read

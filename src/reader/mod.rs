@@ -22,14 +22,18 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, AsyncSeekExt};
 use tokio_util::codec::Decoder;
 use tokio_util::io::poll_read_buf;
 
+use crate::decoder::LogDecoder;
+use crate::decoder::LogDecoderBuilder;
 use crate::decoder::LogInput;
+use crate::error::Error;
 use crate::format::{block_start, Position, BLOCK_SIZE};
-use crate::record_reader::StreamState;
-use crate::{Error, LogDecoder, LogDecoderBuilder};
+use crate::reader::record::StreamState;
 
 mod chunks;
 pub(crate) mod guard;
 mod readahead;
+pub(crate) mod record;
+pub(crate) mod repair;
 
 pub use chunks::{ChunkReader, CHUNK_ALIGN};
 use guard::FileGuard;
@@ -503,7 +507,7 @@ enum SeekBack {
     Pending,
 }
 
-/// The pieces the streaming reader (`crate::record_reader`) drives.
+/// The pieces the streaming reader (`crate::reader::record`) drives.
 impl<R: AsyncRead + Unpin> LogReader<R> {
     /// Reads once more from the source into the buffer; a read of 0 bytes is EOF.
     pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {

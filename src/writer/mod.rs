@@ -51,10 +51,12 @@ use tokio::sync::{oneshot, watch, Semaphore};
 pub use storage::{FileStorage, Storage};
 pub use stream::DEFAULT_STREAM_STALL_TIMEOUT;
 
+use crate::codec::encoder::LogEncoder;
+use crate::decoder::DEFAULT_MAX_RECORD_BYTES;
+use crate::error::Error;
 use crate::format::Position;
 use crate::observe::{self, WriterObserver};
-use crate::repair::recover_file;
-use crate::{Error, LogEncoder, DEFAULT_MAX_RECORD_BYTES};
+use crate::reader::repair::recover_file;
 
 /// Default cap on the bytes one write + sync covers: 1 MiB.
 pub const DEFAULT_MAX_BATCH_BYTES: usize = 1024 * 1024;
@@ -99,7 +101,7 @@ pub struct WriterOptions {
     idle_spin: Duration,
     preallocate: u64,
     max_record_bytes: usize,
-    format: crate::LogFormat,
+    format: crate::codec::encoder::LogFormat,
     stream_stall_timeout: Duration,
     leader_writes: bool,
     name: String,
@@ -115,7 +117,7 @@ impl Default for WriterOptions {
             idle_spin: DEFAULT_IDLE_SPIN,
             preallocate: DEFAULT_PREALLOCATE_BYTES,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
-            format: crate::LogFormat::leveldb(),
+            format: crate::codec::encoder::LogFormat::leveldb(),
             stream_stall_timeout: DEFAULT_STREAM_STALL_TIMEOUT,
             leader_writes: true,
             name: String::new(),
@@ -242,7 +244,7 @@ impl WriterOptions {
         self.preallocate = if bytes == 0 {
             0
         } else {
-            bytes.max(crate::BLOCK_SIZE as u64)
+            bytes.max(crate::format::BLOCK_SIZE as u64)
         };
         self
     }
@@ -263,7 +265,7 @@ impl WriterOptions {
     }
 
     /// The format set by [`format`](Self::format).
-    pub(crate) fn format_in_use(&self) -> crate::LogFormat {
+    pub(crate) fn format_in_use(&self) -> crate::codec::encoder::LogFormat {
         self.format
     }
 
@@ -274,7 +276,7 @@ impl WriterOptions {
     /// EOF trailer); see [`LogFormat`](crate::LogFormat). With a RocksDB format, [`open`](Self::open)
     /// reads an existing log in RocksDB's dialect with the format's log number and
     /// appends after its live records (see there).
-    pub fn format(&mut self, format: crate::LogFormat) -> &mut Self {
+    pub fn format(&mut self, format: crate::codec::encoder::LogFormat) -> &mut Self {
         self.format = format;
         self
     }
@@ -396,7 +398,7 @@ impl WriterOptions {
     pub(crate) fn unsynced_window(&self) -> u64 {
         (self.max_queued_bytes.max(DEFAULT_MAX_QUEUED_BYTES)
             + self.max_batch_bytes.max(DEFAULT_MAX_BATCH_BYTES)
-            + crate::BLOCK_SIZE) as u64
+            + crate::format::BLOCK_SIZE) as u64
     }
 
     /// Appends to an open file that holds a valid log of exactly `len` bytes (repair
@@ -993,7 +995,7 @@ struct Shared {
     preallocate: u64,
     max_record_bytes: usize,
     /// The format records are encoded in (for estimates of their encoded size).
-    format: crate::LogFormat,
+    format: crate::codec::encoder::LogFormat,
     /// See [`WriterOptions::stream_stall_timeout`].
     stream_stall_timeout: Duration,
     /// Held by a streamed append for its whole record: one at a time.
@@ -1130,7 +1132,7 @@ struct State {
 }
 
 impl State {
-    fn new(len: u64, format: crate::LogFormat) -> State {
+    fn new(len: u64, format: crate::codec::encoder::LogFormat) -> State {
         State {
             encoder: LogEncoder::builder().format(format).offset(len).build(),
             buf: BytesMut::new(),

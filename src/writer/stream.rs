@@ -15,9 +15,10 @@ use tokio::io::AsyncRead;
 use tokio::sync::oneshot;
 
 use super::{AsyncLogWriter, Entry, Failure, Shared};
+use crate::codec::encoder::LogEncoder;
+use crate::codec::record_writer::{fill_fragment, Framer};
+use crate::error::Error;
 use crate::format::Position;
-use crate::record_writer::{fill_fragment, Framer};
-use crate::{Error, LogEncoder};
 
 /// The default of [`WriterOptions::stream_stall_timeout`](crate::WriterOptions::stream_stall_timeout): 10 s.
 pub const DEFAULT_STREAM_STALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -112,7 +113,7 @@ impl AsyncLogWriter {
             if let Some(refusal) = state.refusal() {
                 return Err(refusal);
             }
-            if state.encoder.format() != crate::LogFormat::leveldb() {
+            if state.encoder.format() != crate::codec::encoder::LogFormat::leveldb() {
                 // The streaming framer writes LevelDB's 7-byte headers only.
                 return Err(Error::Io(std::io::Error::new(
                     std::io::ErrorKind::Unsupported,

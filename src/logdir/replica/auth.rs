@@ -23,7 +23,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::Error;
+use crate::error::Error;
 
 /// The first bytes of each end's challenge.
 pub(crate) const AUTH_MAGIC: [u8; 8] = *b"WALCAUTH";

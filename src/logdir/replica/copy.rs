@@ -11,16 +11,22 @@ use tokio_util::codec::Decoder;
 
 use super::handshake::{self, RecordCheck};
 use super::wire::{self, Hello, Identity, Message, PROTOCOL_VERSION};
+use crate::decoder::LogDecoder;
+use crate::decoder::Recovery;
+use crate::error::Error;
 use crate::format::block_start;
+use crate::format::fragment::Dialect;
+use crate::format::BLOCK_SIZE;
 use crate::logdir::fs::{blocking, DirStorage, OsDirStorage};
 use crate::logdir::history::{self, History, HistoryFile, LogId};
 use crate::logdir::segment::segment_path;
+use crate::logdir::DirReader;
+use crate::logdir::LogDir;
+use crate::logdir::LogDirOptions;
+use crate::logdir::LogPosition;
 use crate::logdir::{lock, recovery};
 use crate::writer::Storage;
-use crate::{
-    Dialect, DirReader, Error, LogDecoder, LogDir, LogDirOptions, LogPosition, Recovery,
-    WriterOptions, BLOCK_SIZE,
-};
+use crate::writer::WriterOptions;
 
 /// The largest record a replica accepts (the decoder's default limit, as a
 /// [`DirReader`] reads with).

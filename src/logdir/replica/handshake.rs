@@ -24,10 +24,12 @@
 
 use std::path::Path;
 
+use crate::error::Error;
 use crate::logdir::dialect;
 use crate::logdir::history::{common_end, History, LogId};
 use crate::logdir::segment::segment_path;
-use crate::{Error, LogPosition, LogReader};
+use crate::logdir::LogPosition;
+use crate::reader::LogReader;
 
 /// The checksum of a record: crc32c of its payload.
 fn checksum(data: &[u8]) -> u32 {

@@ -8,13 +8,14 @@ use tokio::sync::watch;
 
 use super::handshake::{self, RecordCheck};
 use super::wire::{self, Hello, Identity, Message, Refusal, PROTOCOL_VERSION};
+use crate::error::Error;
 use crate::logdir::history::Epoch;
 use crate::logdir::quorum::Member;
 use crate::logdir::segment::segment_path;
 use crate::logdir::wake::DurableWatch;
+use crate::logdir::LogPosition;
 use crate::logdir::{Catalog, Inner, LogDir};
 use crate::read_at::read_exact_into;
-use crate::{Error, LogPosition};
 
 /// Bytes read from a segment and sent in one data message: small enough that a
 /// replica verifies and writes as it goes (a cut loses the message it is in).
@@ -84,13 +85,13 @@ impl LogDir {
     where
         C: AsyncRead + AsyncWrite + Unpin + Send,
     {
-        if self.inner.options.dialect_in_use() == crate::Dialect::Pebble {
+        if self.inner.options.dialect_in_use() == crate::format::fragment::Dialect::Pebble {
             // The replica checks what arrives in RocksDB's dialect and keeps no
             // `DIALECT` file: Pebble's segments are refused before the handshake.
             return Err(Error::WrongDialect {
                 path: self.path().to_path_buf(),
-                found: crate::Dialect::Pebble,
-                expected: crate::Dialect::LevelDb,
+                found: crate::format::fragment::Dialect::Pebble,
+                expected: crate::format::fragment::Dialect::LevelDb,
             });
         }
         let (mut rd, mut wr) = tokio::io::split(conn);

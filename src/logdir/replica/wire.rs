@@ -6,8 +6,9 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::error::Error;
 use crate::logdir::history::{Epoch, History, LogId, MAX_EPOCHS};
-use crate::{Error, LogPosition};
+use crate::logdir::LogPosition;
 
 /// The protocol version this build speaks, sent first by both ends.
 pub const PROTOCOL_VERSION: u32 = 3;

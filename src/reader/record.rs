@@ -26,9 +26,11 @@ use bytes::{Buf, Bytes};
 use tokio::io::{AsyncBufRead, AsyncRead, ReadBuf};
 
 use crate::decoder::FragmentMark;
+use crate::error::Error;
 use crate::error::{Corruption, CorruptionKind};
 use crate::format::Position;
-use crate::{Error, LogReader, LogRecord};
+use crate::reader::LogReader;
+use crate::reader::LogRecord;
 
 /// What a [`RecordReader`] leaves in its [`LogReader`] for the next read.
 #[derive(Debug, Default)]

@@ -18,11 +18,11 @@
 //! RocksDB's dialect and in Pebble's, and only its batches (Pebble's range-key
 //! kinds) tell them apart: it is taken as RocksDB's, as before Pebble was known.
 
-use crate::format::{fragment_crc_in_place, unmask, BLOCK_SIZE};
-use crate::fragment::{
+use crate::format::fragment::{
     header_size_of, Dialect, FragmentRules, FragmentType, Parsed, LEGACY_HEADER_SIZE,
     RECYCLABLE_HEADER_SIZE,
 };
+use crate::format::{fragment_crc_in_place, unmask, BLOCK_SIZE};
 
 /// What [`detect`] makes of a log's first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -197,7 +197,7 @@ fn trailer_after_records(log_start: &[u8], log_number: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fragment::{legacy_header, recyclable_header};
+    use crate::format::fragment::{legacy_header, recyclable_header};
 
     #[test]
     fn each_header_size_is_told_by_its_checksum() {

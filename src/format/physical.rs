@@ -88,12 +88,14 @@
 //! assert_eq!(seen, ["0: log Some(12), 11-byte header", "14: old log Some(8)", "28: old log Some(8)"]);
 //! ```
 
-use crate::format::{fragment_crc, unmask, RecordType, BLOCK_SIZE, HEADER_SIZE};
-use crate::fragment::{
+use crate::format::fragment::{
     Defect, Dialect, Fragment, FragmentHeader, FragmentRules, FragmentType, Parsed,
     RECYCLABLE_HEADER_SIZE,
 };
-use crate::metadata::{MetadataError, PredecessorWalInfo, TimestampSizes, WalCompressionType};
+use crate::format::metadata::{
+    MetadataError, PredecessorWalInfo, TimestampSizes, WalCompressionType,
+};
+use crate::format::{fragment_crc, unmask, RecordType, BLOCK_SIZE, HEADER_SIZE};
 
 /// A fragment header as stored: nothing in it is checked yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -371,7 +373,7 @@ impl<'a> Piece<'a> {
 }
 
 /// A metadata record's payload, parsed (RocksDB's types 9, 10/11 and 130/131; see
-/// [`crate::metadata`]).
+/// [`crate::format::metadata`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Metadata<'a> {
@@ -704,7 +706,7 @@ impl<'a> Iterator for Pieces<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::LogEncoder;
+    use crate::codec::encoder::LogEncoder;
     use bytes::BytesMut;
     use proptest::prelude::*;
 
@@ -926,9 +928,9 @@ mod tests {
 
     fn decoder_counts(log: &[u8]) -> (u64, u64, u64, bool) {
         use tokio_util::codec::Decoder;
-        let mut decoder = crate::LogDecoder::builder()
-            .recovery(crate::Recovery::SkipCorrupted)
-            .input(crate::LogInput::File)
+        let mut decoder = crate::decoder::LogDecoder::builder()
+            .recovery(crate::decoder::Recovery::SkipCorrupted)
+            .input(crate::decoder::LogInput::File)
             .build();
         let mut buffer = BytesMut::from(log);
         while let Some(_record) = decoder.decode_eof(&mut buffer).unwrap() {}
@@ -1017,9 +1019,9 @@ mod tests {
 #[cfg(test)]
 mod piece_tests {
     use super::*;
-    use crate::fragment::{legacy_header, recyclable_header, Part};
-    use crate::metadata::TimestampSize;
-    use crate::LogEncoder;
+    use crate::codec::encoder::LogEncoder;
+    use crate::format::fragment::{legacy_header, recyclable_header, Part};
+    use crate::format::metadata::TimestampSize;
     use bytes::BytesMut;
     use proptest::prelude::*;
 

@@ -63,7 +63,7 @@
 
 use std::fmt::{self, Write as _};
 
-use crate::Dialect;
+use crate::format::fragment::Dialect;
 
 /// Size of a WriteBatch header: fixed64 sequence, fixed32 count.
 pub const WRITE_BATCH_HEADER_SIZE: usize = 12;

@@ -13,6 +13,15 @@
 //! A fragment never starts in the last 6 bytes of a block: those bytes are a zero
 //! trailer and the next fragment starts at the next block.
 
+#[cfg(feature = "zstd")]
+pub mod compression;
+pub mod detect;
+pub mod fragment;
+pub mod metadata;
+pub mod physical;
+pub mod write_batch;
+pub(crate) mod zeros;
+
 /// Size of one block of the log, in bytes.
 pub const BLOCK_SIZE: usize = 32 * 1024;
 

@@ -7,13 +7,13 @@ use std::marker::PhantomData;
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio_util::codec::Encoder;
 
-use crate::format::{fragment_header, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
-use crate::fragment::{
+use crate::error::Error;
+use crate::format::fragment::{
     legacy_header, recyclable_header, wal_sync_header, Dialect, Part, LEGACY_HEADER_SIZE,
     RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE,
 };
-use crate::metadata::{MetadataError, PredecessorWalInfo, TimestampSize};
-use crate::Error;
+use crate::format::metadata::{MetadataError, PredecessorWalInfo, TimestampSize};
+use crate::format::{fragment_header, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 
 /// How a writer frames records: LevelDB's format (the default), or one of RocksDB's
 /// WAL formats.
@@ -191,10 +191,9 @@ impl LogEncoderBuilder {
             format: self.format,
             synced_offset: 0,
             #[cfg(feature = "zstd")]
-            compressor: self
-                .format
-                .is_compressed()
-                .then(|| crate::compression::RecordCompressor::new(self.format.header_size())),
+            compressor: self.format.is_compressed().then(|| {
+                crate::format::compression::RecordCompressor::new(self.format.header_size())
+            }),
             items: PhantomData,
         }
     }
@@ -285,7 +284,7 @@ pub struct LogEncoder<T: ?Sized = [u8]> {
     /// Pebble's WAL-sync format: the durable end each fragment promises.
     synced_offset: u64,
     #[cfg(feature = "zstd")]
-    compressor: Option<crate::compression::RecordCompressor>,
+    compressor: Option<crate::format::compression::RecordCompressor>,
     /// The item type of the `Encoder` impl; `fn(&T)` keeps the encoder `Send`,
     /// `Sync` and `Unpin` whatever `T` is.
     items: PhantomData<fn(&T)>,
@@ -648,7 +647,7 @@ impl LogEncoder {
         }
         let payload: Vec<u8> = sizes.iter().flat_map(|entry| entry.to_bytes()).collect();
         Ok(self.encode_metadata(
-            crate::fragment::FragmentType::UserDefinedTimestampSize.as_u8(),
+            crate::format::fragment::FragmentType::UserDefinedTimestampSize.as_u8(),
             &payload,
             dst,
         ))
@@ -664,7 +663,7 @@ impl LogEncoder {
         dst: &mut BytesMut,
     ) -> Position {
         self.encode_metadata(
-            crate::fragment::FragmentType::PredecessorWalInfo.as_u8(),
+            crate::format::fragment::FragmentType::PredecessorWalInfo.as_u8(),
             &info.to_payload(),
             dst,
         )
@@ -711,9 +710,9 @@ impl<T: ?Sized> LogEncoder<T> {
     /// header, even in a recyclable WAL.
     #[cfg(feature = "zstd")]
     fn put_compression_record(&mut self, dst: &mut BytesMut) {
-        let payload = crate::metadata::WalCompressionType::Zstd.to_payload();
+        let payload = crate::format::metadata::WalCompressionType::Zstd.to_payload();
         dst.put_slice(&legacy_header(
-            crate::fragment::FragmentType::SetCompressionType.as_u8(),
+            crate::format::fragment::FragmentType::SetCompressionType.as_u8(),
             &payload,
         ));
         dst.put_slice(&payload);
@@ -848,7 +847,7 @@ owned_items!(Bytes, BytesMut, Vec<u8>);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fragment::RECYCLABLE_HEADER_SIZE;
+    use crate::format::fragment::RECYCLABLE_HEADER_SIZE;
 
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -1035,7 +1034,7 @@ mod tests {
     #[cfg(feature = "zstd")]
     mod compressed {
         use super::*;
-        use crate::fragment::{FragmentRules, Parsed};
+        use crate::format::fragment::{FragmentRules, Parsed};
 
         fn fragments(log: &[u8], format: LogFormat) -> Vec<(usize, u8, usize)> {
             let rules =
@@ -1164,7 +1163,7 @@ mod tests {
 
     #[test]
     fn metadata_records_are_whole_in_one_block() {
-        use crate::fragment::{FragmentRules, FragmentType, Parsed};
+        use crate::format::fragment::{FragmentRules, FragmentType, Parsed};
         let info = PredecessorWalInfo {
             log_number: 7,
             size_bytes: 100,

@@ -22,8 +22,8 @@ use std::task::{ready, Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
+use crate::error::Error;
 use crate::format::{fragment_header, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
-use crate::Error;
 
 /// Frames one record at a time into fragments, holding at most one fragment.
 #[derive(Debug)]

@@ -32,7 +32,7 @@
 //!
 //! - `Fragment`: the payload is `bytes[fragment.payload_range()]`; consume
 //!   `fragment.len()`; [`Fragment::part`] drives record assembly, a metadata
-//!   [`FragmentType`] goes to [`crate::metadata`], no type is "unknown record type"
+//!   [`FragmentType`] goes to [`crate::format::metadata`], no type is "unknown record type"
 //!   unless [`Fragment::is_ignorable`];
 //! - `Trailer`, `ZeroFill`: skip `len` bytes (a RocksDB recyclable writer leaves
 //!   7–10 zero bytes, which read as `ZeroFill` with `len` < 11; RocksDB's reader
@@ -78,7 +78,7 @@ pub const WAL_SYNC_HEADER_SIZE: usize = 19;
 /// Which engine's log format a log is read or written in.
 ///
 /// The type byte alone cannot tell the dialects apart (RocksDB and Pebble give types
-/// 9–11 different meanings), so readers are told, or ask [`detect`](crate::detect::detect).
+/// 9–11 different meanings), so readers are told, or ask [`detect`](crate::format::detect::detect).
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -124,14 +124,14 @@ pub enum FragmentType {
     /// 8: the last fragment of a record, recyclable header.
     RecyclableLast,
     /// 9: RocksDB's `kSetCompressionType`: the WAL's compression (always a legacy
-    /// header); see [`crate::metadata::WalCompressionType`].
+    /// header); see [`crate::format::metadata::WalCompressionType`].
     SetCompressionType,
     /// 10: RocksDB's user-defined timestamp sizes; see
-    /// [`crate::metadata::TimestampSizes`].
+    /// [`crate::format::metadata::TimestampSizes`].
     UserDefinedTimestampSize,
     /// 11: the same, recyclable header.
     RecyclableUserDefinedTimestampSize,
-    /// 130: RocksDB's predecessor WAL info; see [`crate::metadata::PredecessorWalInfo`].
+    /// 130: RocksDB's predecessor WAL info; see [`crate::format::metadata::PredecessorWalInfo`].
     PredecessorWalInfo,
     /// 131: the same, recyclable header.
     RecyclablePredecessorWalInfo,
@@ -172,12 +172,12 @@ impl Part {
 
     /// LevelDB's type for this part (FULL, FIRST, MIDDLE or LAST).
     #[inline]
-    pub const fn record_type(self) -> crate::RecordType {
+    pub const fn record_type(self) -> crate::format::RecordType {
         match self {
-            Part::Full => crate::RecordType::Full,
-            Part::First => crate::RecordType::First,
-            Part::Middle => crate::RecordType::Middle,
-            Part::Last => crate::RecordType::Last,
+            Part::Full => crate::format::RecordType::Full,
+            Part::First => crate::format::RecordType::First,
+            Part::Middle => crate::format::RecordType::Middle,
+            Part::Last => crate::format::RecordType::Last,
         }
     }
 
@@ -914,7 +914,7 @@ pub fn wal_sync_header(
 mod tests {
     use super::*;
     use crate::format::fragment_header;
-    use crate::RecordType;
+    use crate::format::RecordType;
 
     const LEVELDB: FragmentRules = FragmentRules::new(Dialect::LevelDb);
     const ROCKSDB: FragmentRules = FragmentRules::new(Dialect::RocksDb).log_number(12);

@@ -20,10 +20,14 @@ use tokio::fs::{File, OpenOptions};
 use tokio::io::AsyncSeekExt;
 use tokio_util::codec::FramedRead;
 
-use crate::zeros::{all_zero, first_nonzero, last_nonzero};
-use crate::{
-    CorruptionKind, Dialect, Error, LogDecoder, LogFormat, BLOCK_SIZE, DEFAULT_MAX_RECORD_BYTES,
-};
+use crate::codec::encoder::LogFormat;
+use crate::decoder::LogDecoder;
+use crate::decoder::DEFAULT_MAX_RECORD_BYTES;
+use crate::error::CorruptionKind;
+use crate::error::Error;
+use crate::format::fragment::Dialect;
+use crate::format::zeros::{all_zero, first_nonzero, last_nonzero};
+use crate::format::BLOCK_SIZE;
 
 /// What [`scan_log`] found at the end of a log.
 ///
@@ -471,7 +475,7 @@ async fn lost_after_sync(
         // overlaps it, so it is the fragment's own damage.
         CorruptionKind::ChecksumMismatch => {
             // The length sits at the same place in both header layouts.
-            let mut header = [0u8; crate::HEADER_SIZE];
+            let mut header = [0u8; crate::format::HEADER_SIZE];
             if offset + header_size > file_len {
                 return Ok(false);
             }

@@ -13,8 +13,10 @@
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{FramedRead, FramedWrite};
 
+use crate::codec::encoder::LogEncoder;
+use crate::decoder::LogDecoder;
+use crate::decoder::LogDecoderBuilder;
 use crate::format::BLOCK_SIZE;
-use crate::{LogDecoder, LogDecoderBuilder, LogEncoder};
 
 /// The read buffer of [`LogDecoder::framed_read`] and
 /// [`LogDecoderBuilder::framed_read`]: 1 MiB, 32 blocks.

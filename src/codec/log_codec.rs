@@ -5,7 +5,9 @@ use std::fmt;
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 
-use crate::{Error, LogDecoder, LogEncoder};
+use crate::codec::encoder::LogEncoder;
+use crate::decoder::LogDecoder;
+use crate::error::Error;
 
 /// A [`LogEncoder`] and a [`LogDecoder`] in one value, for
 /// [`Framed`](tokio_util::codec::Framed): both directions of a socket carry a log.

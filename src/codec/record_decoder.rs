@@ -4,8 +4,9 @@
 use bytes::BytesMut;
 use tokio_util::codec::Decoder;
 
+use crate::decoder::LogDecoder;
+use crate::error::Error;
 use crate::reader::LogRecord;
-use crate::{Error, LogDecoder};
 
 /// A [`LogDecoder`] whose items are [`LogRecord`]s: each record's bytes with its
 /// [`Position`](crate::Position), whose `end` is a checkpoint to resume from.
