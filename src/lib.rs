@@ -122,8 +122,6 @@ pub use logdir::{
 };
 pub use reader::record::RecordReader;
 pub use reader::repair::{repair_log, scan_log, RepairOptions, TailScan};
-#[allow(deprecated)]
-pub use reader::repair::{repair_log_with_limit, scan_log_with_limit};
 pub use reader::{
     split_ranges, ChunkReader, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,
     CHUNK_ALIGN, DEFAULT_CHUNKS_IN_FLIGHT, DEFAULT_CHUNK_BYTES, DEFAULT_POLL_INTERVAL,

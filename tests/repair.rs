@@ -438,16 +438,6 @@ async fn scan_and_repair_take_a_record_limit() {
         .await
         .unwrap();
     assert_eq!(scan.valid_len, log.len() as u64);
-    // The deprecated functions say the same.
-    #[allow(deprecated)]
-    let old = walcodec::scan_log_with_limit(&path, 4 * BLOCK_SIZE)
-        .await
-        .unwrap();
-    assert_eq!(old, scan);
-    #[allow(deprecated)]
-    let old = walcodec::repair_log_with_limit(&path, BLOCK_SIZE).await;
-    assert!(matches!(old, Err(Error::RecordTooLarge { .. })));
-    assert_eq!(scan.valid_len, log.len() as u64);
 }
 
 /// After a power cut, storage may have written back a later page of the unsynced

@@ -365,10 +365,6 @@ proptest! {
             while let Some(record) = framed.next().await {
                 let record = record.expect("an undamaged log decodes");
                 prop_assert_eq!(framed.decoder().last_record(), Some(positions[got.len()]));
-                // The deprecated name still answers the same.
-                #[allow(deprecated)]
-                let start = framed.decoder().last_record_offset();
-                prop_assert_eq!(start, positions[got.len()].start);
                 got.push(record);
             }
             Ok::<_, TestCaseError>(got)

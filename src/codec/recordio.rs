@@ -92,11 +92,6 @@ use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
 /// The default bound on a record's size: 8 MiB.
 pub const DEFAULT_MAX_RECORDIO_BYTES: usize = 8 * 1024 * 1024;
 
-/// The old name of [`DEFAULT_MAX_RECORDIO_BYTES`], which clashed with the log
-/// decoder's [`crate::DEFAULT_MAX_RECORD_BYTES`] (64 MiB).
-#[deprecated(note = "renamed `DEFAULT_MAX_RECORDIO_BYTES`")]
-pub const DEFAULT_MAX_RECORD_BYTES: usize = DEFAULT_MAX_RECORDIO_BYTES;
-
 /// The most digits a length may have: `u64::MAX` is 20 digits long.
 pub const MAX_LENGTH_DIGITS: usize = 20;
 

@@ -427,18 +427,6 @@ impl LogDecoder {
         self.last_record
     }
 
-    /// The offset of the first header of the record last returned; 0 before any record.
-    #[deprecated(note = "use `last_record()`, whose `start` this is")]
-    pub fn last_record_offset(&self) -> u64 {
-        self.last_record.map_or(0, |p| p.start)
-    }
-
-    /// Where the record last returned sits in the log.
-    #[deprecated(note = "renamed `last_record()`")]
-    pub fn last_record_position(&self) -> Option<Position> {
-        self.last_record
-    }
-
     /// The end of the last complete record returned (or the start offset before any):
     /// the length to truncate a log to before appending to it.
     pub fn valid_prefix_len(&self) -> u64 {

@@ -102,19 +102,6 @@ pub async fn scan_log(path: impl AsRef<Path>) -> Result<TailScan, Error> {
     RepairOptions::new().scan(path).await
 }
 
-/// [`scan_log`] for logs whose records may exceed the default 64 MiB limit (or should
-/// be held to a smaller one): records up to `max_record_bytes` count as complete.
-#[deprecated(note = "use `RepairOptions::new().max_record_bytes(n).scan(path)`")]
-pub async fn scan_log_with_limit(
-    path: impl AsRef<Path>,
-    max_record_bytes: usize,
-) -> Result<TailScan, Error> {
-    RepairOptions::new()
-        .max_record_bytes(max_record_bytes)
-        .scan(path)
-        .await
-}
-
 /// Options for [`scan_log`] and [`repair_log`]: how large a record may be and still
 /// count as complete.
 ///
@@ -203,18 +190,6 @@ impl RepairOptions {
 /// ```
 pub async fn repair_log(path: impl AsRef<Path>) -> Result<TailScan, Error> {
     RepairOptions::new().repair(path).await
-}
-
-/// [`repair_log`] with a record-size limit other than the default 64 MiB.
-#[deprecated(note = "use `RepairOptions::new().max_record_bytes(n).repair(path)`")]
-pub async fn repair_log_with_limit(
-    path: impl AsRef<Path>,
-    max_record_bytes: usize,
-) -> Result<TailScan, Error> {
-    RepairOptions::new()
-        .max_record_bytes(max_record_bytes)
-        .repair(path)
-        .await
 }
 
 /// Scans an open log and cuts its tail durably. The file's position afterwards is

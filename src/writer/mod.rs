@@ -593,12 +593,6 @@ impl AsyncLogWriter {
         WriterOptions::new()
     }
 
-    /// Options to configure a writer: see [`WriterOptions`].
-    #[deprecated(note = "renamed `options()`: it returns `WriterOptions`")]
-    pub fn builder() -> WriterOptions {
-        WriterOptions::new()
-    }
-
     /// Creates a new log at `path` with the default options: see
     /// [`WriterOptions::create`].
     pub async fn create(path: impl AsRef<Path>) -> Result<AsyncLogWriter, Error> {
