@@ -158,6 +158,6 @@ mod docs {
 #[doc(hidden)]
 pub mod testing {
     pub use crate::logdir::{DirStorage, OsDirStorage};
-    pub use crate::observe::batch_report_cost;
+    pub use crate::writer::report::batch_report_cost;
     pub use crate::writer::{FileStorage, Storage};
 }

@@ -1,12 +1,22 @@
 //! `LogRecordDecoder`: the decoder for `FramedRead` users who want each record's
 //! position with it, so a checkpoint needs no side call.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tokio_util::codec::Decoder;
 
 use crate::decoder::LogDecoder;
 use crate::error::Error;
-use crate::reader::LogRecord;
+use crate::format::Position;
+
+/// One record of a log and where it sits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    /// Where the record sits in the log; `position.end` is a checkpoint: reading with
+    /// `start_offset(position.end)` resumes with the next record.
+    pub position: Position,
+    /// The record's payload.
+    pub data: Bytes,
+}
 
 /// A [`LogDecoder`] whose items are [`LogRecord`]s: each record's bytes with its
 /// [`Position`](crate::Position), whose `end` is a checkpoint to resume from.

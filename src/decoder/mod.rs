@@ -51,6 +51,7 @@ mod input;
 mod pebble;
 mod plain;
 mod recovery;
+mod report;
 
 pub use builder::LogDecoderBuilder;
 pub use input::LogInput;
@@ -618,7 +619,7 @@ impl LogDecoder {
     }
 
     fn report(&self, corruption: &Corruption) {
-        crate::observe::damage(corruption, self.recovery, &self.name, self.file.as_deref());
+        report::damage(corruption, self.recovery, &self.name, self.file.as_deref());
         if let Some(reporter) = &self.reporter {
             // A reporter that panicked once still hears about later damage.
             let mut report = reporter

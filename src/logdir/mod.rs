@@ -13,6 +13,7 @@ mod reader;
 mod recovery;
 mod recycle;
 mod replica;
+mod report;
 mod segment;
 mod wake;
 
@@ -40,10 +41,11 @@ use segment::segment_path;
 
 use crate::error::Error;
 use crate::format::fragment::Dialect;
-use crate::observe::{self, DirObserver};
+use crate::observe;
 use crate::reader::LogReader;
 use crate::writer::AsyncLogWriter;
 use crate::writer::WriterOptions;
+use report::DirObserver;
 
 /// Default size at which the active segment is sealed and the next one started: 64 MiB.
 pub const DEFAULT_MAX_SEGMENT_BYTES: u64 = 64 << 20;

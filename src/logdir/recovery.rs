@@ -186,7 +186,7 @@ pub(crate) async fn recover_named(
         )
         .await
         .map_err(|e| bad_segment(last, e))?;
-        crate::observe::tail_cut(log, &path, &scan);
+        crate::reader::repair::report_tail_cut(log, &path, &scan);
         scan.valid_len
     };
     file.seek(SeekFrom::Start(active_len)).await?;

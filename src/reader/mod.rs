@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use futures::Stream;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, AsyncSeekExt};
 use tokio_util::codec::Decoder;
@@ -26,7 +26,7 @@ use crate::decoder::LogDecoder;
 use crate::decoder::LogDecoderBuilder;
 use crate::decoder::LogInput;
 use crate::error::Error;
-use crate::format::{block_start, Position, BLOCK_SIZE};
+use crate::format::{block_start, BLOCK_SIZE};
 use crate::reader::record::StreamState;
 
 mod chunks;
@@ -35,19 +35,10 @@ mod readahead;
 pub(crate) mod record;
 pub(crate) mod repair;
 
+pub use crate::codec::record_decoder::LogRecord;
 pub use chunks::{ChunkReader, CHUNK_ALIGN};
 use guard::FileGuard;
 pub use readahead::{ReadAhead, ReadAheadBuilder, DEFAULT_CHUNKS_IN_FLIGHT, DEFAULT_CHUNK_BYTES};
-
-/// One record of a log and where it sits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogRecord {
-    /// Where the record sits in the log; `position.end` is a checkpoint: reading with
-    /// `start_offset(position.end)` resumes with the next record.
-    pub position: Position,
-    /// The record's payload.
-    pub data: Bytes,
-}
 
 /// The default wait between polls of a followed log that has no new bytes.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(50);

@@ -529,3 +529,41 @@ async fn read_at(file: &mut File, at: u64, buf: &mut [u8]) -> Result<(), Error> 
 }
 
 const READ_CHUNK: usize = 64 * 1024;
+
+/// The tail of the log file at `path` (of the writer or directory named `log`)
+/// was scanned on open: says what was cut, if anything.
+#[allow(unused_variables)]
+pub(crate) fn report_tail_cut(log: &str, path: &Path, scan: &TailScan) {
+    #[cfg(feature = "metrics")]
+    if scan.needs_repair() && scan.incomplete_tail {
+        crate::observe::describe_metrics();
+        let bytes = scan.file_len.saturating_sub(scan.valid_len);
+        metrics::counter!("walcodec_torn_tails_cut_total", "log" => log.to_string()).increment(1);
+        metrics::counter!("walcodec_torn_tail_bytes_cut_total", "log" => log.to_string())
+            .increment(bytes);
+    }
+    #[cfg(feature = "tracing")]
+    if scan.needs_repair() {
+        let bytes = scan.file_len - scan.valid_len;
+        if scan.incomplete_tail {
+            tracing::warn!(
+                target: "walcodec",
+                log,
+                path = %path.display(),
+                offset = scan.valid_len,
+                bytes,
+                incomplete = true,
+                "torn tail cut"
+            );
+        } else {
+            tracing::debug!(
+                target: "walcodec",
+                log,
+                path = %path.display(),
+                offset = scan.valid_len,
+                bytes,
+                "zero fill cut"
+            );
+        }
+    }
+}

@@ -34,6 +34,7 @@
 //! dirty pages and report the next sync as a success), so the writer never does.
 
 mod flush;
+pub(crate) mod report;
 mod storage;
 mod stream;
 
@@ -55,8 +56,9 @@ use crate::codec::encoder::LogEncoder;
 use crate::decoder::DEFAULT_MAX_RECORD_BYTES;
 use crate::error::Error;
 use crate::format::Position;
-use crate::observe::{self, WriterObserver};
+use crate::observe;
 use crate::reader::repair::recover_file;
+use report::WriterObserver;
 
 /// Default cap on the bytes one write + sync covers: 1 MiB.
 pub const DEFAULT_MAX_BATCH_BYTES: usize = 1024 * 1024;
@@ -384,7 +386,7 @@ impl WriterOptions {
                     self.format,
                 )
                 .await?;
-                observe::tail_cut(&self.name, path, &scan);
+                crate::reader::repair::report_tail_cut(&self.name, path, &scan);
                 observe::opened(path, scan.valid_len);
                 self.from_file(file, scan.valid_len).await
             }

@@ -1,0 +1,176 @@
+//! What a log directory reports (tracing events, metrics): rotations, purges, its size.
+//! The metric names are listed in one place, [`crate::observe`].
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::logdir::LogPosition;
+use crate::observe::describe_metrics;
+
+/// What a log directory reports: built once when it opens.
+pub(crate) struct DirObserver {
+    #[cfg(feature = "tracing")]
+    name: std::sync::Arc<str>,
+    #[cfg(feature = "metrics")]
+    rotations: metrics::Counter,
+    #[cfg(feature = "metrics")]
+    purged: metrics::Counter,
+    #[cfg(feature = "metrics")]
+    retention_purged: metrics::Counter,
+    #[cfg(feature = "metrics")]
+    segments: metrics::Gauge,
+    #[cfg(feature = "metrics")]
+    dir_bytes: metrics::Gauge,
+}
+
+impl std::fmt::Debug for DirObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirObserver").finish_non_exhaustive()
+    }
+}
+
+impl DirObserver {
+    /// The observer of the directory named `name` (the `log` label).
+    #[allow(unused_variables)]
+    pub(crate) fn new(name: &str) -> DirObserver {
+        describe_metrics();
+        DirObserver {
+            #[cfg(feature = "tracing")]
+            name: name.into(),
+            #[cfg(feature = "metrics")]
+            rotations: metrics::counter!("walcodec_rotations_total", "log" => name.to_string()),
+            #[cfg(feature = "metrics")]
+            purged: metrics::counter!(
+                "walcodec_purged_segments_total",
+                "log" => name.to_string()
+            ),
+            #[cfg(feature = "metrics")]
+            retention_purged: metrics::counter!(
+                "walcodec_retention_purged_segments_total",
+                "log" => name.to_string()
+            ),
+            #[cfg(feature = "metrics")]
+            segments: metrics::gauge!("walcodec_segments", "log" => name.to_string()),
+            #[cfg(feature = "metrics")]
+            dir_bytes: metrics::gauge!("walcodec_dir_bytes", "log" => name.to_string()),
+        }
+    }
+
+    /// The directory at `path` was recovered: `sealed` sealed segments, appends go
+    /// on in segment `active` at `active_len`.
+    #[allow(unused_variables)]
+    pub(crate) fn recovered(
+        &self,
+        path: &Path,
+        sealed: usize,
+        active: u64,
+        active_len: u64,
+        purged_through: LogPosition,
+    ) {
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            target: "walcodec",
+            log = %self.name,
+            path = %path.display(),
+            sealed,
+            active,
+            active_len,
+            purged_through = %purged_through,
+            "log directory recovered"
+        );
+    }
+
+    /// Segment `sealed` was sealed at `sealed_len` bytes; appends go on in `next`.
+    #[allow(unused_variables)]
+    pub(crate) fn rotated(&self, sealed: u64, sealed_len: u64, next: u64) {
+        #[cfg(feature = "metrics")]
+        self.rotations.increment(1);
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            target: "walcodec",
+            log = %self.name,
+            sealed,
+            sealed_len,
+            next,
+            "log segment rotated"
+        );
+    }
+
+    /// `segments` were purged (by a retention rule or on demand).
+    #[allow(unused_variables)]
+    pub(crate) fn purged(&self, segments: &[u64]) {
+        #[cfg(feature = "metrics")]
+        self.purged.increment(segments.len() as u64);
+        #[cfg(feature = "tracing")]
+        if let (Some(first), Some(last)) = (segments.first(), segments.last()) {
+            tracing::info!(
+                target: "walcodec",
+                log = %self.name,
+                segments = segments.len(),
+                first,
+                last,
+                "log segments purged"
+            );
+        }
+    }
+
+    /// The retention rules purged `segments`.
+    #[allow(unused_variables)]
+    pub(crate) fn retention(
+        &self,
+        segments: &[u64],
+        retain_bytes: Option<u64>,
+        retain_age: Option<Duration>,
+    ) {
+        #[cfg(feature = "metrics")]
+        self.retention_purged.increment(segments.len() as u64);
+        #[cfg(feature = "tracing")]
+        if !segments.is_empty() {
+            tracing::info!(
+                target: "walcodec",
+                log = %self.name,
+                segments = segments.len(),
+                retain_bytes,
+                retain_age_seconds = retain_age.map(|age| age.as_secs_f64()),
+                "log retention applied"
+            );
+        }
+    }
+
+    /// Purged segments kept as files for reuse (recycling).
+    #[allow(unused_variables)]
+    pub(crate) fn pooled(&self, segments: &[u64]) {
+        #[cfg(feature = "tracing")]
+        if !segments.is_empty() {
+            tracing::debug!(
+                target: "walcodec",
+                log = %self.name,
+                segments = ?segments,
+                "log segment files kept for reuse"
+            );
+        }
+    }
+
+    /// The purged file of segment `old` now holds segment `new`.
+    #[allow(unused_variables)]
+    pub(crate) fn reused(&self, old: u64, new: u64) {
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            target: "walcodec",
+            log = %self.name,
+            old,
+            new,
+            "log segment file reused"
+        );
+    }
+
+    /// The directory holds `segments` segments of `bytes` bytes in all.
+    #[allow(unused_variables)]
+    pub(crate) fn size(&self, segments: usize, bytes: u64) {
+        #[cfg(feature = "metrics")]
+        {
+            self.segments.set(segments as f64);
+            self.dir_bytes.set(bytes as f64);
+        }
+    }
+}
