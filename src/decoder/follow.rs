@@ -19,6 +19,7 @@
 //! | damage it skips or stopped at                    | true                             |
 
 use super::{Assembly, Flow, LogDecoder, SkipReason};
+use crate::error::{CorruptionKind, Error};
 use crate::format::block_start;
 
 impl LogDecoder {
@@ -84,6 +85,76 @@ impl LogDecoder {
             self.resyncing = self.start_offset > 0;
         }
         point
+    }
+}
+
+/// A follower's memory of the last error it read again: damage past the last record of
+/// a live log may be a write still in progress, so it is read once more before it is
+/// believed. Both followers (`LogTailer` and the directory's `DirReader`) keep one, so
+/// the rule lives here.
+#[derive(Debug, Default)]
+pub(crate) struct LiveDoubt {
+    met: Option<(u64, ErrorKey)>,
+}
+
+/// What makes two errors the same error for [`LiveDoubt`]: where and what, without
+/// the parts (an `io::Error`) that cannot be compared.
+#[derive(Debug, PartialEq, Eq)]
+enum ErrorKey {
+    Corruption {
+        offset: u64,
+        bytes: u64,
+        kind: CorruptionKind,
+    },
+    RecordTooLarge {
+        offset: u64,
+        size: u64,
+    },
+    IncompleteRecord {
+        offset: u64,
+        bytes: u64,
+    },
+    Other(std::mem::Discriminant<Error>),
+}
+
+impl ErrorKey {
+    fn of(error: &Error) -> ErrorKey {
+        match *error {
+            Error::Corruption {
+                offset,
+                bytes,
+                kind,
+            } => ErrorKey::Corruption {
+                offset,
+                bytes,
+                kind,
+            },
+            Error::RecordTooLarge { offset, size, .. } => ErrorKey::RecordTooLarge { offset, size },
+            Error::IncompleteRecord { offset, bytes } => {
+                ErrorKey::IncompleteRecord { offset, bytes }
+            }
+            ref other => ErrorKey::Other(std::mem::discriminant(other)),
+        }
+    }
+}
+
+impl LiveDoubt {
+    /// Whether `error`, met decoding past `rewind_point` (the decoder's
+    /// [`LogDecoder::rewind_point`]), is to be read again: the first time it is met
+    /// there, and every time when it is damage a write in progress leaves (zeros before
+    /// data). Notes it as met.
+    pub(crate) fn read_again(&mut self, rewind_point: u64, error: &Error) -> bool {
+        let met = (rewind_point, ErrorKey::of(error));
+        if self.met.as_ref() == Some(&met) && !error.unwritten_while_live() {
+            return false;
+        }
+        self.met = Some(met);
+        true
+    }
+
+    /// A record was returned: what was met before is forgotten.
+    pub(crate) fn clear(&mut self) {
+        self.met = None;
     }
 }
 

@@ -46,7 +46,7 @@
 
 mod builder;
 mod dialect;
-mod follow;
+pub(crate) mod follow;
 mod input;
 mod pebble;
 mod plain;

@@ -62,14 +62,15 @@ use bytes::{Bytes, BytesMut};
 use futures::Stream;
 use tokio_util::codec::Decoder;
 
-use super::position::LogPosition;
 use super::segment::{list_segments, segment_path};
 use super::wake::{DurableWatch, DEFAULT_WAKE_INTERVAL};
 use super::Inner;
+use crate::decoder::follow::LiveDoubt;
 use crate::decoder::LogDecoder;
 use crate::error::Error;
 use crate::error::LogChange;
 use crate::format::block_start;
+use crate::position::LogPosition;
 use crate::read_at::read_at;
 use crate::reader::guard::FileGuard;
 use crate::reader::DEFAULT_POLL_INTERVAL;
@@ -426,7 +427,7 @@ struct Cursor {
     reached_end: bool,
     /// Damage met past the last record of a segment written in place, read again
     /// before it is believed: where the reader went back to, and what it was.
-    doubted: Option<(u64, String)>,
+    doubted: LiveDoubt,
     /// Bytes to read at a time ([`READ_CHUNK`], or less at a live end).
     chunk: usize,
     /// Where the reader last went back to at the end of what the writer wrote.
@@ -466,7 +467,7 @@ impl Cursor {
 
     /// The record the decoder just returned, in `segment`.
     fn record(&mut self, segment: u64, data: Bytes) -> DirRecord {
-        self.doubted = None;
+        self.doubted.clear();
         let position = self
             .decoder
             .last_record()
@@ -789,12 +790,8 @@ impl Walk {
             return Ok(false);
         }
         let cursor = self.cursor.as_mut().expect("a segment is open");
-        let seen = (cursor.decoder.rewind_point(), error.to_string());
-        if cursor.doubted.as_ref() == Some(&seen) && !error.unwritten_while_live() {
-            return Ok(false);
-        }
-        cursor.doubted = Some(seen);
-        Ok(true)
+        let rewind_point = cursor.decoder.rewind_point();
+        Ok(cursor.doubted.read_again(rewind_point, error))
     }
 
     /// Goes back to the end of the current segment's last record (see
@@ -953,7 +950,7 @@ impl Walk {
             at_eof: false,
             guard,
             reached_end: false,
-            doubted: None,
+            doubted: LiveDoubt::default(),
             chunk: READ_CHUNK,
             live_end: None,
         });

@@ -22,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, AsyncSeekExt};
 use tokio_util::codec::Decoder;
 use tokio_util::io::poll_read_buf;
 
+use crate::decoder::follow::LiveDoubt;
 use crate::decoder::LogDecoder;
 use crate::decoder::LogDecoderBuilder;
 use crate::decoder::LogInput;
@@ -91,7 +92,7 @@ pub struct LogReader<R> {
     seek_back: Option<SeekBack>,
     /// Damage met past the last record of a live log, read again before it is
     /// believed: where the reader went back to, and what the damage was.
-    doubted: Option<(u64, String)>,
+    doubted: LiveDoubt,
     /// A record read ahead by `caught_up`, returned next.
     peeked: Option<LogRecord>,
     /// In `caught_up`: whether it went back once already, so that what it
@@ -130,7 +131,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             spill: BytesMut::new(),
             live: None,
             seek_back: None,
-            doubted: None,
+            doubted: LiveDoubt::default(),
             peeked: None,
             looked_again: false,
             eof: false,
@@ -267,9 +268,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                     if self.live.is_some() && !matches!(e, Error::Io(_)) {
                         // Damage past the last record of a live log may be a write
                         // still in progress: read it again once before believing it.
-                        let seen = (self.decoder.rewind_point(), e.to_string());
-                        if self.doubted.as_ref() != Some(&seen) || e.unwritten_while_live() {
-                            self.doubted = Some(seen);
+                        if self.doubted.read_again(self.decoder.rewind_point(), &e) {
                             self.go_back();
                             if self.look_again(wait) {
                                 continue;
@@ -284,7 +283,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                     return Poll::Ready(Step::Failed(self.damage_or_change(e)));
                 }
                 Ok(Some(data)) => {
-                    self.doubted = None;
+                    self.doubted.clear();
                     let position = self
                         .decoder
                         .last_record()
