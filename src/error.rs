@@ -121,9 +121,9 @@ pub enum Error {
         /// Where the log now ends (or the segment that was cut, at its new length;
         /// its start when the file was removed or replaced; the first byte that
         /// changed when it was rewritten in place).
-        position: crate::logdir::LogPosition,
+        position: crate::position::LogPosition,
         /// Where the reader was.
-        reader: crate::logdir::LogPosition,
+        reader: crate::position::LogPosition,
     },
 
     /// A position that does not name a record boundary of the log (past its end, in
@@ -131,7 +131,7 @@ pub enum Error {
     #[error("invalid log position {position}: {reason}")]
     InvalidPosition {
         /// The position given.
-        position: crate::logdir::LogPosition,
+        position: crate::position::LogPosition,
         /// Why it is refused.
         reason: &'static str,
     },
@@ -179,7 +179,7 @@ pub enum Error {
     #[error("replica is too far behind: the primary's log now starts at {first_available}")]
     ReplicaTooFarBehind {
         /// The start of the primary's oldest segment.
-        first_available: crate::logdir::LogPosition,
+        first_available: crate::position::LogPosition,
     },
 
     /// The two ends of a replication connection speak different protocol versions
@@ -209,11 +209,11 @@ pub enum Error {
     #[error("the replica's log (ending at {replica}) forked from the primary's (ending at {primary}): they share it up to {common}")]
     ReplicaDiverged {
         /// Where the log both copies share ends: rewind the replica there.
-        common: crate::logdir::LogPosition,
+        common: crate::position::LogPosition,
         /// The replica's end.
-        replica: crate::logdir::LogPosition,
+        replica: crate::position::LogPosition,
         /// The primary's end.
-        primary: crate::logdir::LogPosition,
+        primary: crate::position::LogPosition,
     },
 
     /// A replica of one log connected to another log's primary (their
@@ -223,10 +223,10 @@ pub enum Error {
     #[error("the replica holds log {replica}, the primary serves log {primary}")]
     ReplicaOfAnotherLog {
         /// The primary's log id.
-        primary: crate::logdir::LogId,
+        primary: crate::log_id::LogId,
         /// The replica's (zero for a copy made before logs had ids, whose last
         /// record the primary does not hold).
-        replica: crate::logdir::LogId,
+        replica: crate::log_id::LogId,
     },
 
     /// The other end of a replication connection broke the protocol (a garbage or

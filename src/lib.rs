@@ -81,16 +81,18 @@
 
 // The layers, bottom up: the bytes (`format`), assembling records (`decoder`), the
 // tokio-util codecs (`codec`), files (`reader`, `writer`), the segmented directory and its
-// replication (`logdir`). Leaves every layer may use: `error`, `observe`, `read_at`,
-// `open`, `names`. This file only declares and re-exports.
+// replication (`logdir`). Leaves every layer may use: `error`, `position`, `log_id`, `observe`,
+// `read_at`, `open`, `names`. This file only declares and re-exports.
 mod codec;
 mod decoder;
 mod error;
 pub mod format;
+mod log_id;
 mod logdir;
 mod names;
 pub mod observe;
 mod open;
+mod position;
 mod read_at;
 mod reader;
 mod writer;

@@ -48,14 +48,13 @@
 //! and history in the handshake, durably before its first record, and follows
 //! the primary's epochs from then on (see [`Replica::sync_from`](crate::Replica::sync_from)).
 
-use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Write};
 use std::path::Path;
-use std::str::FromStr;
 
 use super::fs::DirStorage;
-use super::position::LogPosition;
+use crate::log_id::LogId;
+use crate::position::LogPosition;
 
 /// The file holding a log directory's id and history.
 pub(crate) const HISTORY_FILE: &str = "HISTORY";
@@ -71,77 +70,6 @@ pub(crate) const MAX_EPOCHS: usize = 1 << 16;
 
 /// The largest `HISTORY` file read: [`MAX_EPOCHS`] lines and the rest.
 const MAX_FILE_BYTES: u64 = (MAX_EPOCHS as u64 + 8) * 80;
-
-/// A log's identity: 128 random bits made when the log is created, kept in its
-/// directory. Two directories with the same id are
-/// copies of one log; with different ids, of two logs.
-///
-/// Displays as 32 lowercase hex digits and parses back; with the `serde` feature
-/// it is that string in human-readable formats, a `u128` in binary ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LogId(u128);
-
-impl LogId {
-    /// A new random id.
-    pub(crate) fn random() -> LogId {
-        let mut bytes = [0u8; 16];
-        fill_random(&mut bytes);
-        // Zero means "no id" on the wire: never made.
-        LogId(u128::from_le_bytes(bytes).max(1))
-    }
-
-    /// The id as a number.
-    pub fn as_u128(self) -> u128 {
-        self.0
-    }
-
-    /// The id `value` (as [`as_u128`](Self::as_u128) gives it).
-    pub fn from_u128(value: u128) -> LogId {
-        LogId(value)
-    }
-}
-
-impl fmt::Display for LogId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:032x}", self.0)
-    }
-}
-
-impl FromStr for LogId {
-    type Err = io::Error;
-
-    fn from_str(s: &str) -> Result<LogId, io::Error> {
-        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(invalid(format!("not a log id (32 hex digits): {s:.40?}")));
-        }
-        u128::from_str_radix(s, 16)
-            .map(LogId)
-            .map_err(|e| invalid(e.to_string()))
-    }
-}
-
-#[cfg(feature = "serde")]
-impl serde::Serialize for LogId {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if serializer.is_human_readable() {
-            serializer.collect_str(self)
-        } else {
-            self.0.serialize(serializer)
-        }
-    }
-}
-
-#[cfg(feature = "serde")]
-impl<'de> serde::Deserialize<'de> for LogId {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        if deserializer.is_human_readable() {
-            let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-            text.parse().map_err(serde::de::Error::custom)
-        } else {
-            u128::deserialize(deserializer).map(LogId)
-        }
-    }
-}
 
 /// One epoch of a log's [`History`]: the records from `start` on, up to the next
 /// epoch's start, were appended by one writer in one line of descent.
@@ -278,7 +206,7 @@ impl HistoryFile {
         let mut history = History::default();
         history.begin(start);
         HistoryFile {
-            log_id: LogId::random(),
+            log_id: random_log_id(),
             history,
             truncate: None,
         }
@@ -406,6 +334,14 @@ pub(crate) fn write(dir: &Path, file: &HistoryFile, fs: &dyn DirStorage) -> io::
     fs.sync_dir(dir)
 }
 
+/// A new random log id.
+pub(crate) fn random_log_id() -> LogId {
+    let mut bytes = [0u8; 16];
+    fill_random(&mut bytes);
+    // Zero means "no id" on the wire: never made.
+    LogId::from_u128(u128::from_le_bytes(bytes).max(1))
+}
+
 /// Fills `out` with random bytes: the kernel's (`/dev/urandom`), else std's
 /// randomly keyed hasher over the time, the process id and a counter.
 fn fill_random(out: &mut [u8]) {
@@ -472,8 +408,8 @@ mod tests {
 
     #[test]
     fn ids_differ() {
-        assert_ne!(LogId::random(), LogId::random());
-        let id = LogId::random();
+        assert_ne!(random_log_id(), random_log_id());
+        let id = random_log_id();
         assert_eq!(id.to_string().parse::<LogId>().unwrap(), id);
         assert!("xyz".parse::<LogId>().is_err());
     }

@@ -4,10 +4,10 @@
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
-use super::position::LogPosition;
 use super::recovery::{parse_purged, PURGED_FILE};
 use super::segment::{list_segments, segment_path};
 use crate::error::Error;
+use crate::position::LogPosition;
 
 /// One segment file of a log directory, as [`LogDir::list`](crate::LogDir::list)
 /// found it.

@@ -7,7 +7,7 @@ mod history;
 mod hold;
 mod listing;
 mod lock;
-mod position;
+
 mod quorum;
 mod reader;
 mod recovery;
@@ -27,11 +27,12 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{watch, RwLock, RwLockReadGuard};
 
+pub use crate::log_id::LogId;
+pub use crate::position::{LogPosition, ParsePositionError};
 pub use fs::{DirStorage, OsDirStorage};
-pub use history::{Epoch, History, LogId};
+pub use history::{Epoch, History};
 pub use hold::RetentionHold;
 pub use listing::{SegmentInfo, SegmentList};
-pub use position::{LogPosition, ParsePositionError};
 pub use reader::{DirReader, DirRecord};
 pub use replica::{Replica, ShipStats, SyncEnd, PROTOCOL_VERSION};
 pub use wake::DEFAULT_WAKE_INTERVAL;

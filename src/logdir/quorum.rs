@@ -27,8 +27,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::position::LogPosition;
 use crate::error::Error;
+use crate::position::LogPosition;
 
 /// The connected replicas' acknowledgements, and the end `need` of them hold.
 #[derive(Debug)]

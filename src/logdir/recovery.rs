@@ -23,12 +23,12 @@ use tokio::io::AsyncSeekExt;
 use super::dialect;
 use super::fs::{blocking, DirStorage};
 use super::history::{self, HistoryFile};
-use super::position::LogPosition;
 use super::recycle::{self, Written};
 use super::segment::{list_segments, segment_path};
 use crate::codec::encoder::LogFormat;
 use crate::decoder::DEFAULT_MAX_RECORD_BYTES;
 use crate::error::Error;
+use crate::position::LogPosition;
 use crate::reader::repair::{recover_file, scan_file_as};
 
 /// The marker of a truncation in progress, as older versions wrote it: holds the

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::logdir::LogPosition;
 use crate::observe::describe_metrics;
+use crate::position::LogPosition;
 
 /// What a log directory reports: built once when it opens.
 pub(crate) struct DirObserver {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::position::LogPosition;
+use crate::position::LogPosition;
 
 /// How long a follower in the writer's process, or a replica's sender, lets a
 /// busy log's commits gather before it looks again: 1 ms (see

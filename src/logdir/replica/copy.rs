@@ -17,14 +17,15 @@ use crate::error::Error;
 use crate::format::block_start;
 use crate::format::fragment::Dialect;
 use crate::format::BLOCK_SIZE;
+use crate::log_id::LogId;
 use crate::logdir::fs::{blocking, DirStorage, OsDirStorage};
-use crate::logdir::history::{self, History, HistoryFile, LogId};
+use crate::logdir::history::{self, History, HistoryFile};
 use crate::logdir::segment::segment_path;
 use crate::logdir::DirReader;
 use crate::logdir::LogDir;
 use crate::logdir::LogDirOptions;
-use crate::logdir::LogPosition;
 use crate::logdir::{lock, recovery};
+use crate::position::LogPosition;
 use crate::writer::Storage;
 use crate::writer::WriterOptions;
 

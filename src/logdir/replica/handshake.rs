@@ -25,10 +25,11 @@
 use std::path::Path;
 
 use crate::error::Error;
+use crate::log_id::LogId;
 use crate::logdir::dialect;
-use crate::logdir::history::{common_end, History, LogId};
+use crate::logdir::history::{common_end, History};
 use crate::logdir::segment::segment_path;
-use crate::logdir::LogPosition;
+use crate::position::LogPosition;
 use crate::reader::LogReader;
 
 /// The checksum of a record: crc32c of its payload.

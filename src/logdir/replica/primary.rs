@@ -13,8 +13,8 @@ use crate::logdir::history::Epoch;
 use crate::logdir::quorum::Member;
 use crate::logdir::segment::segment_path;
 use crate::logdir::wake::DurableWatch;
-use crate::logdir::LogPosition;
 use crate::logdir::{Catalog, Inner, LogDir};
+use crate::position::LogPosition;
 use crate::read_at::read_exact_into;
 
 /// Bytes read from a segment and sent in one data message: small enough that a

@@ -7,8 +7,9 @@ use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::error::Error;
-use crate::logdir::history::{Epoch, History, LogId, MAX_EPOCHS};
-use crate::logdir::LogPosition;
+use crate::log_id::LogId;
+use crate::logdir::history::{Epoch, History, MAX_EPOCHS};
+use crate::position::LogPosition;
 
 /// The protocol version this build speaks, sent first by both ends.
 pub const PROTOCOL_VERSION: u32 = 3;
