@@ -1,6 +1,9 @@
 //! `LogEncoder`: frames records into 32 KiB blocks exactly as LevelDB's `log::Writer`,
 //! or as RocksDB's (recyclable headers, WAL compression) when built so.
 
+// Why one file: the encoder's framing, its RocksDB variants and its slice and buffer
+// paths share one block-offset state; about 850 lines of code, the rest unit tests.
+
 use std::fmt;
 use std::marker::PhantomData;
 

@@ -59,6 +59,10 @@
 //! }
 //! ```
 
+// Why one file: every dialect's header rules are here together, so that each rule is
+// written once and the pure `FragmentRules::parse` reads top to bottom; about 900 lines of
+// code, the rest unit tests.
+
 use std::ops::Range;
 
 use crate::format::{fragment_crc_in_place, fragment_crc_recyclable, mask, unmask, BLOCK_SIZE};

@@ -88,6 +88,9 @@
 //! assert_eq!(seen, ["0: log Some(12), 11-byte header", "14: old log Some(8)", "28: old log Some(8)"]);
 //! ```
 
+// Why one file: its walker and its unit tests share private helpers; the code is about 700
+// lines, the rest are tests of those helpers.
+
 use crate::format::fragment::{
     Defect, Dialect, Fragment, FragmentHeader, FragmentRules, FragmentType, Parsed,
     RECYCLABLE_HEADER_SIZE,

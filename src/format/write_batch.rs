@@ -61,6 +61,9 @@
 //! assert_eq!(batch.to_ldb_string(true), "PUT(0) : 0x6B : 0x76 DELETE(0) : 0x6F6C64 ");
 //! ```
 
+// Why one file: one parser for one payload format (LevelDB's and RocksDB's tags); about
+// 750 lines of code, the rest unit tests.
+
 use std::fmt::{self, Write as _};
 
 use crate::format::fragment::Dialect;

@@ -8,6 +8,9 @@
 //!
 //! A short read is never taken for EOF: only a read of zero bytes is.
 
+// Why one file: `LogReader`'s poll loop (reads, live waits, seek-backs, the span check)
+// is one state machine; the other readers live beside it in this folder.
+
 use std::future::Future;
 use std::io::SeekFrom;
 use std::ops::Range;
