@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 /// The layers, bottom up. A module may import from its own layer and those before it.
 const LAYERS: &[&str] = &[
-    "names", "position", "zeros", "observe", "format", "error", "decoder", "codec", "read_at",
-    "open", "reader", "writer", "logdir", "replica",
+    "names", "position", "log_id", "zeros", "observe", "format", "error", "decoder", "codec",
+    "read_at", "open", "reader", "writer", "logdir", "replica",
 ];
 
 /// The layer of a source file (its path below `src/`).
