@@ -60,6 +60,11 @@
 //! | `walcodec_damaged_bytes_skipped_total` | counter | bytes of those pieces |
 //! | `walcodec_purged_segments_total` | counter | segments purged, by a retention rule or on demand |
 //! | `walcodec_retention_purged_segments_total` | counter | segments of those that a retention rule purged |
+//! | `walcodec_replica_connections_total` | counter | replicas that connected to this primary |
+//! | `walcodec_replicas` | gauge | replicas connected now |
+//! | `walcodec_replica_disconnections_total` | counter | connections that ended, by `how`: `clean`, `refused`, `failed` |
+//! | `walcodec_replica_refusals_total` | counter | connections refused, by `reason`: `too_far_behind`, `diverged`, `another_log`, `version`, `protocol`, `authentication` |
+//! | `walcodec_shipped_bytes_total` | counter | segment bytes shipped to replicas (counted when a connection ends) |
 
 use std::future::Future;
 use std::path::Path;
@@ -169,6 +174,36 @@ const METRICS: &[(&str, Kind, metrics::Unit, &str)] = {
             Counter,
             Count,
             "Segments purged from the log directory by its retention rules.",
+        ),
+        (
+            "walcodec_replica_connections_total",
+            Counter,
+            Count,
+            "Replicas that connected to this primary.",
+        ),
+        (
+            "walcodec_replicas",
+            Gauge,
+            Count,
+            "Replicas connected to this primary now.",
+        ),
+        (
+            "walcodec_replica_disconnections_total",
+            Counter,
+            Count,
+            "Replica connections that ended, by how: clean, refused, failed.",
+        ),
+        (
+            "walcodec_replica_refusals_total",
+            Counter,
+            Count,
+            "Replica connections refused, by reason.",
+        ),
+        (
+            "walcodec_shipped_bytes_total",
+            Counter,
+            Bytes,
+            "Segment bytes shipped to replicas, counted when a connection ends.",
         ),
     ]
 };

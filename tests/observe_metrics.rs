@@ -331,3 +331,111 @@ async fn every_emitted_metric_has_a_description_and_a_unit() {
         assert!(unit.is_some(), "{name} has no unit");
     }
 }
+
+/// Syncs `replica` from `log` until it holds `log`'s end, then closes `log` (a
+/// clean end); returns what the primary shipped.
+async fn replicate_then_close(log: LogDir, replica: &mut walcodec::Replica) -> walcodec::ShipStats {
+    let end = log.end();
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let serving = tokio::spawn({
+        let log = log.clone();
+        async move { log.serve_replica(a).await }
+    });
+    let mut durable = replica.durable_end();
+    let syncing = replica.sync_from(b);
+    let closing = async {
+        durable.wait_for(|&e| e >= end).await.unwrap();
+        log.close().await.unwrap();
+    };
+    let (synced, ()) = tokio::join!(syncing, closing);
+    assert!(synced.unwrap().primary_closed_cleanly);
+    serving.await.unwrap().unwrap()
+}
+
+/// Replication is watched on the primary: connections, the replicas connected now,
+/// how each connection ended, refusals by reason, the bytes shipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_counts_connections_refusals_and_shipped_bytes() {
+    let _serial = SERIAL.lock().await;
+    snapshotter();
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let name = "metrics-primary";
+    // A replica of another log, which the named primary refuses.
+    let other = LogDir::open(dirs[2].path()).await.unwrap();
+    other.append(b"another log").await.unwrap();
+    let mut stranger = walcodec::Replica::open(dirs[3].path()).await.unwrap();
+    replicate_then_close(other, &mut stranger).await;
+
+    let log = LogDir::builder()
+        .name(name)
+        .open(dirs[0].path())
+        .await
+        .unwrap();
+    for i in 0..10u8 {
+        log.append([i; 500]).await.unwrap();
+    }
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let (served, synced) = tokio::join!(log.serve_replica(a), stranger.sync_from(b));
+    assert!(matches!(
+        served,
+        Err(walcodec::Error::ReplicaOfAnotherLog { .. })
+    ));
+    assert!(synced.is_err());
+    let mut replica = walcodec::Replica::open(dirs[1].path()).await.unwrap();
+    let shipped = replicate_then_close(log, &mut replica).await;
+    assert!(shipped.bytes > 5000);
+
+    let values: Vec<_> = snapshotter()
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| {
+            key.key()
+                .labels()
+                .any(|l| l.key() == "log" && l.value() == name)
+        })
+        .collect();
+    let find = |metric: &str, label: Option<(&str, &str)>| {
+        values
+            .iter()
+            .find(|(key, ..)| {
+                key.key().name() == metric
+                    && label.is_none_or(|(k, v)| {
+                        key.key().labels().any(|l| l.key() == k && l.value() == v)
+                    })
+            })
+            .map(|(.., value)| value)
+            .unwrap_or_else(|| panic!("{metric} {label:?} not recorded"))
+    };
+    let counter = |metric: &str, label| match find(metric, label) {
+        DebugValue::Counter(n) => *n,
+        other => panic!("{metric}: {other:?}"),
+    };
+    assert_eq!(counter("walcodec_replica_connections_total", None), 2);
+    assert_eq!(
+        counter(
+            "walcodec_replica_disconnections_total",
+            Some(("how", "clean"))
+        ),
+        1
+    );
+    assert_eq!(
+        counter(
+            "walcodec_replica_disconnections_total",
+            Some(("how", "refused"))
+        ),
+        1
+    );
+    assert_eq!(
+        counter(
+            "walcodec_replica_refusals_total",
+            Some(("reason", "another_log"))
+        ),
+        1
+    );
+    assert_eq!(counter("walcodec_shipped_bytes_total", None), shipped.bytes);
+    match find("walcodec_replicas", None) {
+        DebugValue::Gauge(v) => assert_eq!(v.into_inner(), 0.0_f64),
+        other => panic!("walcodec_replicas: {other:?}"),
+    }
+}

@@ -9,7 +9,7 @@ use crate::position::LogPosition;
 
 /// What a log directory reports: built once when it opens.
 pub(crate) struct DirObserver {
-    #[cfg(feature = "tracing")]
+    #[cfg(any(feature = "tracing", feature = "metrics"))]
     name: std::sync::Arc<str>,
     #[cfg(feature = "metrics")]
     rotations: metrics::Counter,
@@ -35,7 +35,7 @@ impl DirObserver {
     pub(crate) fn new(name: &str) -> DirObserver {
         describe_metrics();
         DirObserver {
-            #[cfg(feature = "tracing")]
+            #[cfg(any(feature = "tracing", feature = "metrics"))]
             name: name.into(),
             #[cfg(feature = "metrics")]
             rotations: metrics::counter!("walcodec_rotations_total", "log" => name.to_string()),
@@ -171,6 +171,95 @@ impl DirObserver {
         {
             self.segments.set(segments as f64);
             self.dir_bytes.set(bytes as f64);
+        }
+    }
+}
+
+/// How a replica's connection ended, for [`DirObserver::replica_ended`]: the
+/// `reason` label of a refusal, `None` when the connection was not refused.
+pub(crate) fn refusal_reason(error: &crate::error::Error) -> Option<&'static str> {
+    use crate::error::Error;
+    match error {
+        Error::ReplicaTooFarBehind { .. } => Some("too_far_behind"),
+        Error::ReplicaDiverged { .. } => Some("diverged"),
+        Error::ReplicaOfAnotherLog { .. } => Some("another_log"),
+        Error::ReplicaVersion { .. } => Some("version"),
+        Error::ReplicaProtocol { .. } => Some("protocol"),
+        Error::ReplicaAuthentication { .. } => Some("authentication"),
+        _ => None,
+    }
+}
+
+impl DirObserver {
+    /// A replica connected to this primary.
+    pub(crate) fn replica_connected(&self) {
+        #[cfg(feature = "metrics")]
+        {
+            let log = self.name.to_string();
+            metrics::counter!("walcodec_replica_connections_total", "log" => log.clone())
+                .increment(1);
+            metrics::gauge!("walcodec_replicas", "log" => log).increment(1.0);
+        }
+        #[cfg(feature = "tracing")]
+        tracing::info!(target: "walcodec", log = %self.name, "replica connected");
+    }
+
+    /// A replica's connection ended: with what was shipped, or with `error`.
+    #[allow(unused_variables)]
+    pub(crate) fn replica_ended(
+        &self,
+        result: &Result<crate::logdir::ShipStats, crate::error::Error>,
+    ) {
+        let how = match result {
+            Ok(_) => "clean",
+            Err(error) => refusal_reason(error).map_or("failed", |_| "refused"),
+        };
+        #[cfg(feature = "metrics")]
+        {
+            let log = self.name.to_string();
+            metrics::gauge!("walcodec_replicas", "log" => log.clone()).decrement(1.0);
+            metrics::counter!(
+                "walcodec_replica_disconnections_total",
+                "log" => log.clone(),
+                "how" => how
+            )
+            .increment(1);
+            match result {
+                Ok(stats) => {
+                    metrics::counter!("walcodec_shipped_bytes_total", "log" => log)
+                        .increment(stats.bytes);
+                }
+                Err(error) => {
+                    if let Some(reason) = refusal_reason(error) {
+                        metrics::counter!(
+                            "walcodec_replica_refusals_total",
+                            "log" => log,
+                            "reason" => reason
+                        )
+                        .increment(1);
+                    }
+                }
+            }
+        }
+        #[cfg(feature = "tracing")]
+        match result {
+            Ok(stats) => tracing::info!(
+                target: "walcodec",
+                log = %self.name,
+                how,
+                from = %stats.from,
+                to = %stats.to,
+                bytes = stats.bytes,
+                "replica disconnected"
+            ),
+            Err(error) => tracing::warn!(
+                target: "walcodec",
+                log = %self.name,
+                how,
+                reason = refusal_reason(error).unwrap_or(""),
+                error = %error,
+                "replica disconnected"
+            ),
         }
     }
 }

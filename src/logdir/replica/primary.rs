@@ -85,6 +85,17 @@ impl LogDir {
     where
         C: AsyncRead + AsyncWrite + Unpin + Send,
     {
+        self.inner.observer.replica_connected();
+        let result = self.serve_connected(conn).await;
+        self.inner.observer.replica_ended(&result);
+        result
+    }
+
+    /// [`serve_replica`](Self::serve_replica) once the connection is counted.
+    async fn serve_connected<C>(&self, conn: C) -> Result<ShipStats, Error>
+    where
+        C: AsyncRead + AsyncWrite + Unpin + Send,
+    {
         if self.inner.options.dialect_in_use() == crate::format::fragment::Dialect::Pebble {
             // The replica checks what arrives in RocksDB's dialect and keeps no
             // `DIALECT` file: Pebble's segments are refused before the handshake.
