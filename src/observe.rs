@@ -203,7 +203,19 @@ const METRICS: &[(&str, Kind, metrics::Unit, &str)] = {
             "walcodec_shipped_bytes_total",
             Counter,
             Bytes,
-            "Segment bytes shipped to replicas, counted when a connection ends.",
+            "Segment bytes shipped to replicas, counted as they are sent.",
+        ),
+        (
+            "walcodec_replica_behind_bytes",
+            Gauge,
+            Bytes,
+            "Bytes the furthest-behind connected replica lacks of this primary's durable log (by its last acknowledgement).",
+        ),
+        (
+            "walcodec_replica_lag_seconds",
+            Gauge,
+            Seconds,
+            "On a replica: seconds since it last held everything its primary had made durable.",
         ),
     ]
 };

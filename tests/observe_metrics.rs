@@ -439,3 +439,174 @@ async fn replication_counts_connections_refusals_and_shipped_bytes() {
         other => panic!("walcodec_replicas: {other:?}"),
     }
 }
+
+/// A replica's hello and identity as a raw peer sends them: protocol 3, holding
+/// nothing (no log id, no last record, no epochs).
+fn empty_replica_handshake() -> Vec<u8> {
+    let mut m = b"WALCREPL".to_vec();
+    m.extend_from_slice(&3u32.to_le_bytes());
+    m.extend_from_slice(&1u32.to_le_bytes());
+    m.extend_from_slice(&[0; 16]);
+    m.push(b'I');
+    m.extend_from_slice(&[0; 16 + 1 + 20]);
+    m.extend_from_slice(&0u32.to_le_bytes());
+    m
+}
+
+async fn read_u32(conn: &mut tokio::io::DuplexStream) -> u32 {
+    use tokio::io::AsyncReadExt;
+    let mut b = [0; 4];
+    conn.read_exact(&mut b).await.unwrap();
+    u32::from_le_bytes(b)
+}
+
+/// The primary shows how far behind its replicas are: the furthest behind
+/// connected replica's missing bytes, by what it acknowledged, and every data
+/// byte counted as it is shipped, not when the connection ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_primary_reports_how_far_behind_its_replica_is_and_ships_bytes_live() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _serial = SERIAL.lock().await;
+    snapshotter();
+    let dir = tempfile::tempdir().unwrap();
+    let name = "metrics-behind";
+    let log = LogDir::open(dir.path()).await.unwrap();
+    for i in 0..10u8 {
+        log.append([i; 1000]).await.unwrap();
+    }
+    let end = log.close().await.unwrap();
+    // Reopened with a synchronous replica: its replicated end says when the
+    // primary has taken an acknowledgement in.
+    let log = LogDir::builder()
+        .name(name)
+        .sync_replicas(1)
+        .open(dir.path())
+        .await
+        .unwrap();
+    snapshot(name);
+    let (a, mut b) = tokio::io::duplex(1 << 20);
+    let serving = tokio::spawn({
+        let log = log.clone();
+        async move { log.serve_replica(a).await }
+    });
+    b.write_all(&empty_replica_handshake()).await.unwrap();
+    let mut hello = [0; 32];
+    b.read_exact(&mut hello).await.unwrap();
+    let mut identity = [0; 1 + 16 + 1 + 20];
+    b.read_exact(&mut identity).await.unwrap();
+    let epochs = read_u32(&mut b).await as usize;
+    b.read_exact(&mut vec![0; epochs * 32]).await.unwrap();
+    let mut segment = [0; 17];
+    b.read_exact(&mut segment).await.unwrap();
+    assert_eq!(segment[0], b'S');
+    let mut received = 0u64;
+    let mut tags = Vec::new();
+    while received < end.offset {
+        let mut tag = [0];
+        b.read_exact(&mut tag).await.unwrap();
+        tags.push(tag[0]);
+        let len = read_u32(&mut b).await;
+        b.read_exact(&mut vec![0; len as usize]).await.unwrap();
+        received += u64::from(len);
+    }
+    assert_eq!(received, end.offset);
+    // Only the message that reaches the primary's durable end says so.
+    assert_eq!(tags.last(), Some(&b'F'));
+    assert!(
+        tags[..tags.len() - 1].iter().all(|&t| t == b'D'),
+        "{tags:?}"
+    );
+    // Shipped bytes are counted while the replica is still connected.
+    assert_eq!(
+        snapshot(name).counter("walcodec_shipped_bytes_total"),
+        end.offset
+    );
+
+    let mut replicated = log.replicated_end();
+    for acked in [walcodec::LogPosition::new(end.segment, 3000), end] {
+        let mut ack = vec![b'A'];
+        ack.extend_from_slice(&acked.segment.to_le_bytes());
+        ack.extend_from_slice(&acked.offset.to_le_bytes());
+        b.write_all(&ack).await.unwrap();
+        replicated.wait_for(|&e| e >= acked).await.unwrap();
+        assert_eq!(
+            snapshot(name).gauge("walcodec_replica_behind_bytes"),
+            (end.offset - acked.offset) as f64,
+            "acknowledged {acked}"
+        );
+    }
+    drop(b);
+    serving.await.unwrap().unwrap();
+    log.close().await.unwrap();
+}
+
+/// A replica shows its lag: the time since it last held everything its primary
+/// had made durable, growing while the primary's messages stop short of its end,
+/// and 0 (with `caught_up` moved) once one reaches it. A raw primary on a paused
+/// clock decides what "behind" is.
+#[tokio::test(start_paused = true)]
+async fn a_replica_reports_its_lag_in_seconds() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _serial = SERIAL.lock().await;
+    snapshotter();
+    let dir = tempfile::tempdir().unwrap();
+    let name = "metrics-lag";
+    let mut replica = walcodec::Replica::open(dir.path()).await.unwrap();
+    replica
+        .set_name(name)
+        .set_timeout(std::time::Duration::from_secs(60));
+    let mut caught_up = replica.caught_up();
+    snapshot(name);
+    let (mut a, b) = tokio::io::duplex(1 << 20);
+    let primary = async move {
+        let mut hello = b"WALCREPL".to_vec();
+        hello.extend_from_slice(&3u32.to_le_bytes());
+        hello.extend_from_slice(&0u32.to_le_bytes());
+        hello.extend_from_slice(&[0; 16]);
+        a.write_all(&hello).await.unwrap();
+        let mut theirs = vec![0; 32 + 1 + 16 + 1 + 20 + 4];
+        a.read_exact(&mut theirs).await.unwrap();
+        let mut identity = vec![b'I'];
+        identity.extend_from_slice(&7u128.to_le_bytes());
+        identity.push(0);
+        identity.extend_from_slice(&[0; 20]);
+        identity.extend_from_slice(&1u32.to_le_bytes());
+        for field in [1u64, 1, 1, 0] {
+            identity.extend_from_slice(&field.to_le_bytes());
+        }
+        identity.push(b'S');
+        identity.extend_from_slice(&1u64.to_le_bytes());
+        identity.extend_from_slice(&0u64.to_le_bytes());
+        a.write_all(&identity).await.unwrap();
+        let mut encoder = walcodec::LogEncoder::new();
+        let mut offset = 0u64;
+        let mut lags = Vec::new();
+        for (tag, wait) in [(b'D', 3), (b'D', 2), (b'F', 1)] {
+            tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+            let mut record = bytes::BytesMut::new();
+            encoder.encode_record(&[tag; 100][..], &mut record);
+            let mut message = vec![tag];
+            message.extend_from_slice(&(record.len() as u32).to_le_bytes());
+            message.extend_from_slice(&record);
+            a.write_all(&message).await.unwrap();
+            offset += record.len() as u64;
+            // The replica acknowledges once the record is written: its lag was
+            // reported before.
+            loop {
+                let mut ack = [0; 17];
+                a.read_exact(&mut ack).await.unwrap();
+                if u64::from_le_bytes(ack[9..17].try_into().unwrap()) == offset {
+                    break;
+                }
+            }
+            lags.push(snapshot(name).gauge("walcodec_replica_lag_seconds"));
+        }
+        lags
+    };
+    let (lags, synced) = tokio::join!(primary, replica.sync_from(b));
+    assert!(!synced.unwrap().primary_closed_cleanly);
+    // Never caught up since the connection began: 3 s, then 5 s; then caught up.
+    assert_eq!(lags, [3.0, 5.0, 0.0]);
+    assert!(caught_up.has_changed().unwrap());
+    assert!(caught_up.borrow_and_update().is_some());
+}

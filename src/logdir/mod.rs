@@ -763,6 +763,24 @@ pub(crate) struct Catalog {
 }
 
 impl Catalog {
+    /// The segment bytes from `from` to `to` (0 when `to` is not past `from`);
+    /// purged segments count from the first one kept.
+    pub(crate) fn bytes_between(&self, from: LogPosition, to: LogPosition) -> u64 {
+        let from = from.max(LogPosition::new(self.first, 0));
+        if to <= from {
+            return 0;
+        }
+        if from.segment == to.segment {
+            return to.offset - from.offset;
+        }
+        let whole: u64 = self
+            .sealed
+            .range(from.segment..to.segment)
+            .map(|(_, &len)| len)
+            .sum();
+        (whole + to.offset).saturating_sub(from.offset)
+    }
+
     /// Where the records of sealed segment `segment`, `len` bytes long, end.
     fn records_end(&self, segment: u64, len: u64) -> u64 {
         self.ends.get(&segment).copied().unwrap_or(len)

@@ -2,6 +2,8 @@
 //! The metric names are listed in one place, [`crate::observe`].
 
 use std::path::Path;
+#[cfg(feature = "metrics")]
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use crate::observe::describe_metrics;
@@ -21,6 +23,13 @@ pub(crate) struct DirObserver {
     segments: metrics::Gauge,
     #[cfg(feature = "metrics")]
     dir_bytes: metrics::Gauge,
+    /// How far behind each connected replica is, by connection, for the gauge of
+    /// the furthest behind.
+    #[cfg(feature = "metrics")]
+    behind: std::sync::Mutex<std::collections::BTreeMap<u64, u64>>,
+    /// The next replica connection's number.
+    #[cfg(any(feature = "tracing", feature = "metrics"))]
+    connections: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for DirObserver {
@@ -53,6 +62,10 @@ impl DirObserver {
             segments: metrics::gauge!("walcodec_segments", "log" => name.to_string()),
             #[cfg(feature = "metrics")]
             dir_bytes: metrics::gauge!("walcodec_dir_bytes", "log" => name.to_string()),
+            #[cfg(feature = "metrics")]
+            behind: Default::default(),
+            #[cfg(any(feature = "tracing", feature = "metrics"))]
+            connections: Default::default(),
         }
     }
 
@@ -191,8 +204,10 @@ pub(crate) fn refusal_reason(error: &crate::error::Error) -> Option<&'static str
 }
 
 impl DirObserver {
-    /// A replica connected to this primary.
-    pub(crate) fn replica_connected(&self) {
+    /// A replica connected to this primary: returns the connection's number, for
+    /// [`replica_behind`](Self::replica_behind) and
+    /// [`replica_ended`](Self::replica_ended).
+    pub(crate) fn replica_connected(&self) -> u64 {
         #[cfg(feature = "metrics")]
         {
             let log = self.name.to_string();
@@ -202,12 +217,52 @@ impl DirObserver {
         }
         #[cfg(feature = "tracing")]
         tracing::info!(target: "walcodec", log = %self.name, "replica connected");
+        #[cfg(any(feature = "tracing", feature = "metrics"))]
+        return self
+            .connections
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        #[cfg(not(any(feature = "tracing", feature = "metrics")))]
+        0
     }
 
-    /// A replica's connection ended: with what was shipped, or with `error`.
+    /// `bytes` of segments were sent to a replica.
+    #[allow(unused_variables)]
+    pub(crate) fn shipped(&self, bytes: u64) {
+        #[cfg(feature = "metrics")]
+        metrics::counter!("walcodec_shipped_bytes_total", "log" => self.name.to_string())
+            .increment(bytes);
+    }
+
+    /// Connection `connection`'s replica lacks `behind()` bytes of the durable log
+    /// (computed only when someone watches: it takes the catalog's lock).
+    #[allow(unused_variables)]
+    pub(crate) fn replica_behind(&self, connection: u64, behind: impl FnOnce() -> u64) {
+        #[cfg(any(feature = "metrics", feature = "tracing"))]
+        let behind = behind();
+        #[cfg(feature = "metrics")]
+        {
+            let mut all = self.behind.lock().unwrap_or_else(PoisonError::into_inner);
+            all.insert(connection, behind);
+            self.set_behind(&all);
+        }
+        #[cfg(feature = "tracing")]
+        tracing::debug!(target: "walcodec", log = %self.name, connection, behind, "replica behind");
+    }
+
+    /// The gauge of the furthest-behind replica, from every connection's figure.
+    #[cfg(feature = "metrics")]
+    fn set_behind(&self, all: &std::collections::BTreeMap<u64, u64>) {
+        let worst = all.values().copied().max().unwrap_or(0);
+        metrics::gauge!("walcodec_replica_behind_bytes", "log" => self.name.to_string())
+            .set(worst as f64);
+    }
+
+    /// Connection `connection`'s replica went: with what was shipped, or with
+    /// `error`.
     #[allow(unused_variables)]
     pub(crate) fn replica_ended(
         &self,
+        connection: u64,
         result: &Result<crate::logdir::ShipStats, crate::error::Error>,
     ) {
         let how = match result {
@@ -216,6 +271,10 @@ impl DirObserver {
         };
         #[cfg(feature = "metrics")]
         {
+            let mut all = self.behind.lock().unwrap_or_else(PoisonError::into_inner);
+            all.remove(&connection);
+            self.set_behind(&all);
+            drop(all);
             let log = self.name.to_string();
             metrics::gauge!("walcodec_replicas", "log" => log.clone()).decrement(1.0);
             metrics::counter!(
@@ -224,20 +283,14 @@ impl DirObserver {
                 "how" => how
             )
             .increment(1);
-            match result {
-                Ok(stats) => {
-                    metrics::counter!("walcodec_shipped_bytes_total", "log" => log)
-                        .increment(stats.bytes);
-                }
-                Err(error) => {
-                    if let Some(reason) = refusal_reason(error) {
-                        metrics::counter!(
-                            "walcodec_replica_refusals_total",
-                            "log" => log,
-                            "reason" => reason
-                        )
-                        .increment(1);
-                    }
+            if let Err(error) = result {
+                if let Some(reason) = refusal_reason(error) {
+                    metrics::counter!(
+                        "walcodec_replica_refusals_total",
+                        "log" => log,
+                        "reason" => reason
+                    )
+                    .increment(1);
                 }
             }
         }
@@ -260,6 +313,58 @@ impl DirObserver {
                 error = %error,
                 "replica disconnected"
             ),
+        }
+    }
+}
+
+/// What a replica reports (feature `metrics`, `tracing`): its lag.
+pub(crate) struct CopyObserver {
+    #[cfg(feature = "tracing")]
+    name: std::sync::Arc<str>,
+    #[cfg(feature = "metrics")]
+    lag: metrics::Gauge,
+}
+
+impl std::fmt::Debug for CopyObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CopyObserver").finish_non_exhaustive()
+    }
+}
+
+impl CopyObserver {
+    /// The observer of the replica named `name` (the `log` label).
+    #[allow(unused_variables)]
+    pub(crate) fn new(name: &str) -> CopyObserver {
+        describe_metrics();
+        CopyObserver {
+            #[cfg(feature = "tracing")]
+            name: name.into(),
+            #[cfg(feature = "metrics")]
+            lag: metrics::gauge!("walcodec_replica_lag_seconds", "log" => name.to_string()),
+        }
+    }
+
+    /// The replica last held all its primary had made durable `lag` ago.
+    #[allow(unused_variables)]
+    pub(crate) fn lag(&self, lag: Duration) {
+        #[cfg(feature = "metrics")]
+        self.lag.set(lag.as_secs_f64());
+    }
+
+    /// The replica caught up after lagging `lag` (an event only when it lagged
+    /// noticeably: a second or more).
+    #[allow(unused_variables)]
+    pub(crate) fn caught_up(&self, lag: Duration) {
+        #[cfg(feature = "metrics")]
+        self.lag.set(0.0);
+        #[cfg(feature = "tracing")]
+        if lag >= Duration::from_secs(1) {
+            tracing::info!(
+                target: "walcodec",
+                log = %self.name,
+                lagged_seconds = lag.as_secs_f64(),
+                "replica caught up"
+            );
         }
     }
 }

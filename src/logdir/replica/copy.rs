@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 
 use super::handshake::{self, RecordCheck};
@@ -20,6 +21,7 @@ use crate::format::BLOCK_SIZE;
 use crate::log_id::LogId;
 use crate::logdir::fs::{blocking, DirStorage, OsDirStorage};
 use crate::logdir::history::{self, History, HistoryFile};
+use crate::logdir::report::CopyObserver;
 use crate::logdir::segment::segment_path;
 use crate::logdir::DirReader;
 use crate::logdir::LogDir;
@@ -117,6 +119,10 @@ pub struct Replica {
     /// was dropped runs on (a blocking thread cannot be stopped), and no later
     /// call touches the directory, nor lets another open it, before it ends.
     in_flight: Option<oneshot::Receiver<()>>,
+    /// When the replica last held all its primary had made durable.
+    caught_up: watch::Sender<Option<Instant>>,
+    /// Its metrics and events, under the name [`set_name`](Self::set_name) gave.
+    observer: CopyObserver,
     /// Whether the fields above are the directory's state: false from the start
     /// of a call that changes the directory until it returns, so that a call
     /// dropped mid-way (or failed in a file-system step) leaves it false and the
@@ -198,6 +204,8 @@ impl Replica {
             #[cfg(feature = "replica-auth")]
             secret: None,
             in_flight: None,
+            caught_up: watch::channel(None).0,
+            observer: CopyObserver::new(""),
             settled: false,
         };
         replica.settle().await?;
@@ -346,6 +354,28 @@ impl Replica {
     /// `(next, 0)` when a segment is sealed.
     pub fn durable_end(&self) -> watch::Receiver<LogPosition> {
         self.end.subscribe()
+    }
+
+    /// When the replica last held everything its primary had made durable (it
+    /// received a data message reaching the primary's durable end as it was when
+    /// sent, or a heartbeat, which an idle primary sends once it has sent all),
+    /// as a [`watch::Receiver`]: `None` until it first does. The replica's lag is
+    /// the time since then; with feature `metrics` it is the gauge
+    /// `walcodec_replica_lag_seconds` (0 while it keeps up). Under a steady load a
+    /// replica that keeps up is caught up at every commit it receives; one that
+    /// falls behind (a slow disk, a slow link, catching up after a reconnect) is
+    /// not until it has copied all the primary had.
+    pub fn caught_up(&self) -> watch::Receiver<Option<Instant>> {
+        self.caught_up.subscribe()
+    }
+
+    /// The replica's name (default empty): the `log` label of its metrics
+    /// (feature `metrics`) and the `log` field of its events (feature
+    /// `tracing`), as [`LogDirOptions::name`](crate::LogDirOptions::name) names a
+    /// primary's.
+    pub fn set_name(&mut self, name: impl AsRef<str>) -> &mut Self {
+        self.observer = CopyObserver::new(name.as_ref());
+        self
     }
 
     /// Reads the replica from `from` on, as [`DirReader::open`] reads a `LogDir` in
@@ -556,6 +586,8 @@ impl Replica {
         acker: &mut Acker,
         stream: &mut Option<Stream>,
     ) -> Result<bool, Error> {
+        // Until it first catches up, the replica lags since the connection began.
+        let mut lagging_since = Instant::now();
         loop {
             // The primary learns each durable end (synchronous replicas), and that
             // the replica is alive: after its first segment message, after each
@@ -569,7 +601,10 @@ impl Replica {
                 Ok(Ok(Some(message))) => message,
             };
             match message {
-                Message::Heartbeat => acker.acked = None,
+                Message::Heartbeat => {
+                    acker.acked = None;
+                    self.held_all(&mut lagging_since);
+                }
                 Message::Refused(refusal) => return Err(refusal.into_error()),
                 Message::Goodbye => return Ok(true),
                 Message::Identity(_) => {
@@ -596,7 +631,7 @@ impl Replica {
                     *stream = Some(self.start_segment(segment, offset).await?);
                     acker.acked = None;
                 }
-                Message::Data(bytes) => {
+                Message::Data { bytes, at_end } => {
                     let Some(current) = stream.as_mut() else {
                         return Err(wire::protocol("data outside a segment"));
                     };
@@ -605,6 +640,11 @@ impl Replica {
                     // enough bytes: with the write, in one step.
                     let sync = rd.buffer().is_empty();
                     self.write(current, whole, sync).await?;
+                    if at_end {
+                        self.held_all(&mut lagging_since);
+                    } else {
+                        self.observer.lag(lagging_since.elapsed());
+                    }
                 }
                 Message::Sealed { len } => {
                     let Some(current) = stream.as_ref() else {
@@ -634,6 +674,14 @@ impl Replica {
                 }
             }
         }
+    }
+
+    /// The replica holds all its primary had made durable: it is caught up now.
+    fn held_all(&self, lagging_since: &mut Instant) {
+        let now = Instant::now();
+        self.observer.caught_up(now - *lagging_since);
+        *lagging_since = now;
+        self.caught_up.send_replace(Some(now));
     }
 
     /// Syncs what was written to the segment and reports it durable.

@@ -47,6 +47,9 @@
 //! 'S' segment u64 offset u64   the bytes that follow are of this segment, from offset on:
 //!                              the replica's end, or 0 for the next segment
 //! 'D' len u32 bytes            the segment's next bytes, durable on the primary (1 <= len <= 1 MiB)
+//! 'F' len u32 bytes            the same, reaching the primary's durable end as it was when
+//!                              sent: the replica then holds all the primary had (its lag is
+//!                              the time since the last 'F' or 'H')
 //! 'E' len u64                  the segment is sealed at len; an 'S' for the next one follows
 //!                              (the next number: a seal of segment u64::MAX - 1, whose next
 //!                              number no log directory may hold, is a protocol error)

@@ -85,14 +85,14 @@ impl LogDir {
     where
         C: AsyncRead + AsyncWrite + Unpin + Send,
     {
-        self.inner.observer.replica_connected();
-        let result = self.serve_connected(conn).await;
-        self.inner.observer.replica_ended(&result);
+        let connection = self.inner.observer.replica_connected();
+        let result = self.serve_connected(conn, connection).await;
+        self.inner.observer.replica_ended(connection, &result);
         result
     }
 
     /// [`serve_replica`](Self::serve_replica) once the connection is counted.
-    async fn serve_connected<C>(&self, conn: C) -> Result<ShipStats, Error>
+    async fn serve_connected<C>(&self, conn: C, connection: u64) -> Result<ShipStats, Error>
     where
         C: AsyncRead + AsyncWrite + Unpin + Send,
     {
@@ -136,8 +136,15 @@ impl LogDir {
         let mut stats = ShipStats::default();
         let result = async {
             let shipped = self.judge(theirs.position, &mut rd, &mut wr).await?;
-            self.ship(theirs.position, shipped, &mut rd, &mut wr, &mut stats)
-                .await
+            self.ship(
+                theirs.position,
+                shipped,
+                &mut rd,
+                &mut wr,
+                &mut stats,
+                connection,
+            )
+            .await
         }
         .await;
         match result {
@@ -264,6 +271,7 @@ impl LogDir {
         rd: &mut (impl AsyncRead + Unpin),
         wr: &mut (impl AsyncWrite + Unpin),
         stats: &mut ShipStats,
+        connection: u64,
     ) -> Result<(), Error> {
         let (from, pin) = self.pin_for_replica(replica)?;
         stats.from = from;
@@ -274,7 +282,9 @@ impl LogDir {
             sent: Mutex::new(from),
             acked: watch::channel(from).0,
             member,
+            connection,
         };
+        self.report_behind(&acks);
         tokio::select! {
             sent = self.send(from, pin, (shipped, truncations_seen), wr, stats, &acks) => sent,
             read = self.read_acks(from, rd, &acks) => read,
@@ -312,9 +322,23 @@ impl LogDir {
                 ));
             }
             last = end;
-            acks.member.ack(end);
             acks.acked.send_replace(end);
+            // Reported before the quorum hears of it: whoever waits on the
+            // replicated end sees the figure that goes with it.
+            self.report_behind(acks);
+            acks.member.ack(end);
         }
+    }
+
+    /// Reports how many bytes of the durable log the replica lacks, by its last
+    /// acknowledgement: after each acknowledgement and each message sent, so a
+    /// replica that stops acknowledging is seen falling behind.
+    fn report_behind(&self, acks: &Acks) {
+        self.inner.observer.replica_behind(acks.connection, || {
+            let acked = *acks.acked.borrow();
+            let end = *self.inner.end.borrow();
+            self.inner.catalog().bytes_between(acked, end)
+        });
     }
 
     async fn send(
@@ -411,7 +435,10 @@ impl LogDir {
                     // it deletes (or pools, to be written over) its file, so bytes
                     // read while it was still held are the segment's.
                     released(&self.inner.catalog(), segment)?;
-                    wire::put_data_header(&mut message[..wire::DATA_HEADER_LEN + n]);
+                    // The replica measures its lag by the messages that reach the
+                    // end this primary had made durable.
+                    let at_end = !sealed && sent + n as u64 == limit;
+                    wire::put_data_header(&mut message[..wire::DATA_HEADER_LEN + n], at_end);
                     // Raised before the write: the replica may acknowledge the bytes
                     // before the write returns.
                     acks.sent_to(LogPosition::new(segment, sent + n as u64));
@@ -429,6 +456,8 @@ impl LogDir {
                     sent += n as u64;
                     stats.bytes += n as u64;
                     stats.to = LogPosition::new(segment, sent);
+                    self.inner.observer.shipped(n as u64);
+                    self.report_behind(acks);
                     continue;
                 }
                 if sealed {
@@ -530,6 +559,8 @@ struct Acks {
     acked: watch::Sender<LogPosition>,
     /// Its place among the synchronous replicas.
     member: Member,
+    /// The connection's number, for what the primary reports of it.
+    connection: u64,
 }
 
 impl Acks {

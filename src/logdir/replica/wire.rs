@@ -333,8 +333,10 @@ pub(crate) async fn read_identity<R: AsyncRead + Unpin>(conn: &mut R) -> Result<
 pub(crate) enum Message {
     /// The bytes that follow are of `segment`, from `offset` on.
     Segment { segment: u64, offset: u64 },
-    /// The next bytes of the segment.
-    Data(BytesMut),
+    /// The next bytes of the segment; `at_end` when they reach the primary's
+    /// durable end as it was when they were sent (the replica then holds all the
+    /// primary had: how it measures its lag).
+    Data { bytes: BytesMut, at_end: bool },
     /// The segment is sealed at `len` bytes; the next one follows.
     Sealed { len: u64 },
     /// Nothing new; the primary is alive.
@@ -352,6 +354,8 @@ pub(crate) enum Message {
 
 const SEGMENT: u8 = b'S';
 const DATA: u8 = b'D';
+/// Data that reaches the primary's durable end: the same layout as [`DATA`].
+const DATA_AT_END: u8 = b'F';
 const SEALED: u8 = b'E';
 const HEARTBEAT_TAG: u8 = b'H';
 const REFUSED: u8 = b'X';
@@ -363,10 +367,11 @@ const GOODBYE: u8 = b'G';
 pub(crate) const DATA_HEADER_LEN: usize = 5;
 
 /// Fills in the header of a data message whose bytes follow it in `message`
-/// (1 to [`MAX_DATA`] of them), so it goes out in one write.
-pub(crate) fn put_data_header(message: &mut [u8]) {
+/// (1 to [`MAX_DATA`] of them), so it goes out in one write; `at_end` when they
+/// reach the primary's durable end.
+pub(crate) fn put_data_header(message: &mut [u8], at_end: bool) {
     let len = (message.len() - DATA_HEADER_LEN) as u32;
-    message[0] = DATA;
+    message[0] = if at_end { DATA_AT_END } else { DATA };
     message[1..DATA_HEADER_LEN].copy_from_slice(&len.to_le_bytes());
 }
 
@@ -379,8 +384,8 @@ pub(crate) fn encode_header(message: &Message, out: &mut BytesMut) {
             out.put_u64_le(*segment);
             out.put_u64_le(*offset);
         }
-        Message::Data(bytes) => {
-            out.put_u8(DATA);
+        Message::Data { bytes, at_end } => {
+            out.put_u8(if *at_end { DATA_AT_END } else { DATA });
             out.put_u32_le(bytes.len() as u32);
         }
         Message::Sealed { len } => {
@@ -446,7 +451,7 @@ pub(crate) async fn write_message<W: AsyncWrite + Unpin>(
     let mut header = BytesMut::with_capacity(40);
     encode_header(message, &mut header);
     conn.write_all(&header).await?;
-    if let Message::Data(bytes) = message {
+    if let Message::Data { bytes, .. } = message {
         conn.write_all(bytes).await?;
     }
     conn.flush().await
@@ -467,7 +472,7 @@ pub(crate) async fn read_message<R: AsyncRead + Unpin>(
             let offset = read_u64(conn).await?;
             Message::Segment { segment, offset }
         }
-        DATA => {
+        tag @ (DATA | DATA_AT_END) => {
             let mut len = [0u8; 4];
             read_exact(conn, &mut len).await?;
             let len = u32::from_le_bytes(len) as usize;
@@ -483,7 +488,10 @@ pub(crate) async fn read_message<R: AsyncRead + Unpin>(
                     return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
                 }
             }
-            Message::Data(bytes)
+            Message::Data {
+                bytes,
+                at_end: tag == DATA_AT_END,
+            }
         }
         SEALED => Message::Sealed {
             len: read_u64(conn).await?,
@@ -541,7 +549,14 @@ mod tests {
                 segment: 7,
                 offset: 1234,
             },
-            Message::Data(BytesMut::from(&b"abc"[..])),
+            Message::Data {
+                bytes: BytesMut::from(&b"abc"[..]),
+                at_end: false,
+            },
+            Message::Data {
+                bytes: BytesMut::from(&b"xyz"[..]),
+                at_end: true,
+            },
             Message::Sealed { len: 99 },
             Message::Heartbeat,
             Message::Refused(Refusal::TooFarBehind {
