@@ -5,7 +5,9 @@
 //! outran the one promoted) follow the new primary to a byte-identical copy; and
 //! `sync_from` tells a primary's clean close from a cut (`SyncEnd`).
 
+use crate::common::{assert_identical, catch_up};
 use std::collections::BTreeMap;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -62,27 +64,6 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
-/// The two directories hold the same segments, byte for byte.
-fn assert_identical(a: &Path, b: &Path) {
-    let segments = |dir: &Path| -> BTreeMap<u64, Vec<u8>> {
-        LogDir::list(dir)
-            .unwrap()
-            .segments
-            .into_iter()
-            .map(|s| (s.number, std::fs::read(&s.path).unwrap()))
-            .collect()
-    };
-    let (a, b) = (segments(a), segments(b));
-    assert_eq!(
-        a.keys().collect::<Vec<_>>(),
-        b.keys().collect::<Vec<_>>(),
-        "other segments"
-    );
-    for (number, bytes) in &a {
-        assert!(*bytes == b[number], "segment {number} differs");
-    }
-}
-
 /// `copy` holds every segment of `primary`, byte for byte, and none after.
 fn assert_holds(primary: &Path, copy: &Path) {
     let list = LogDir::list(primary).unwrap();
@@ -115,23 +96,6 @@ async fn connect(
         .await
         .expect("a refusal is prompt");
     (serving.await.unwrap(), synced)
-}
-
-/// Syncs `replica` from a live `log` until it holds all of it, then hangs up.
-async fn catch_up(log: &LogDir, replica: &mut Replica) {
-    let target = log.end();
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let serving = tokio::spawn({
-        let log = log.clone();
-        async move { log.serve_replica(a).await }
-    });
-    let mut end = replica.durable_end();
-    tokio::select! {
-        synced = replica.sync_from(b) => panic!("ended before {target}: {synced:?}"),
-        reached = end.wait_for(|&end| end >= target) => { reached.unwrap(); }
-    }
-    serving.await.unwrap().unwrap();
-    assert_eq!(replica.end(), target);
 }
 
 /// Both ends refused the replica as diverged, sharing the log up to `common`.
