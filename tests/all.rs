@@ -127,6 +127,8 @@ mod replica_cancel;
 mod replica_crash;
 #[path = "replica_power_cut.rs"]
 mod replica_power_cut;
+#[path = "replica_rewind_power_cut.rs"]
+mod replica_rewind_power_cut;
 #[path = "replica_slow_peers.rs"]
 mod replica_slow_peers;
 #[path = "replica_sync.rs"]

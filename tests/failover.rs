@@ -5,7 +5,9 @@
 //! outran the one promoted) follow the new primary to a byte-identical copy; and
 //! `sync_from` tells a primary's clean close from a cut (`SyncEnd`).
 
+use crate::common::{assert_identical, catch_up};
 use std::collections::BTreeMap;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -62,27 +64,6 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
-/// The two directories hold the same segments, byte for byte.
-fn assert_identical(a: &Path, b: &Path) {
-    let segments = |dir: &Path| -> BTreeMap<u64, Vec<u8>> {
-        LogDir::list(dir)
-            .unwrap()
-            .segments
-            .into_iter()
-            .map(|s| (s.number, std::fs::read(&s.path).unwrap()))
-            .collect()
-    };
-    let (a, b) = (segments(a), segments(b));
-    assert_eq!(
-        a.keys().collect::<Vec<_>>(),
-        b.keys().collect::<Vec<_>>(),
-        "other segments"
-    );
-    for (number, bytes) in &a {
-        assert!(*bytes == b[number], "segment {number} differs");
-    }
-}
-
 /// `copy` holds every segment of `primary`, byte for byte, and none after.
 fn assert_holds(primary: &Path, copy: &Path) {
     let list = LogDir::list(primary).unwrap();
@@ -115,23 +96,6 @@ async fn connect(
         .await
         .expect("a refusal is prompt");
     (serving.await.unwrap(), synced)
-}
-
-/// Syncs `replica` from a live `log` until it holds all of it, then hangs up.
-async fn catch_up(log: &LogDir, replica: &mut Replica) {
-    let target = log.end();
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let serving = tokio::spawn({
-        let log = log.clone();
-        async move { log.serve_replica(a).await }
-    });
-    let mut end = replica.durable_end();
-    tokio::select! {
-        synced = replica.sync_from(b) => panic!("ended before {target}: {synced:?}"),
-        reached = end.wait_for(|&end| end >= target) => { reached.unwrap(); }
-    }
-    serving.await.unwrap().unwrap();
-    assert_eq!(replica.end(), target);
 }
 
 /// Both ends refused the replica as diverged, sharing the log up to `common`.
@@ -794,4 +758,112 @@ fn replica_identity(log_id: u128, end: LogPosition, epochs: &[[u64; 4]], count: 
         }
     }
     m
+}
+
+/// Forwards bytes from `from` to `to` while `open` says so; bytes read while it is
+/// shut are held until it opens again.
+fn gate(
+    mut from: impl AsyncRead + Unpin + Send + 'static,
+    mut to: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
+    mut open: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if open.wait_for(|&o| o).await.is_err() || to.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// A truncation while a replica is connected, at a position the primary has not
+/// shipped past: the new epoch (the history message) reaches the replica before
+/// any byte of it, and is durable on the replica before it holds any record of
+/// it. A shut gate on the wire holds the primary's sending inside a large record
+/// while records past it are appended, cut off, and replaced.
+#[tokio::test]
+async fn a_new_epoch_reaches_a_connected_replica_before_its_records() {
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = LogDir::open(p.path()).await.unwrap();
+    append(&log, 0, 0..5).await;
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    // Primary -> gate -> replica, little buffered on the way; acknowledgements
+    // go straight back.
+    let (primary_side, primary_proxy) = tokio::io::duplex(512);
+    let (replica_side, replica_proxy) = tokio::io::duplex(512);
+    let (from_primary, mut to_primary) = tokio::io::split(primary_proxy);
+    let (mut from_replica, to_replica) = tokio::io::split(replica_proxy);
+    let (open, opened) = tokio::sync::watch::channel(true);
+    let down = gate(from_primary, to_replica, opened);
+    let up = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut from_replica, &mut to_primary).await;
+    });
+    let serving = tokio::spawn({
+        let log = log.clone();
+        async move { log.serve_replica(primary_side).await }
+    });
+    // At each durable end the replica reports: the epochs its HISTORY holds.
+    let mut durable = replica.durable_end();
+    let watching = tokio::spawn({
+        let (mut durable, dir) = (durable.clone(), r.path().to_path_buf());
+        async move {
+            let mut seen = Vec::new();
+            while durable.changed().await.is_ok() {
+                let end = *durable.borrow_and_update();
+                let (_, history) = LogDir::read_history(&dir).unwrap().unwrap();
+                seen.push((end, history.epochs.len()));
+            }
+            seen
+        }
+    });
+    let syncing = tokio::spawn(async move {
+        let synced = replica.sync_from(replica_side).await;
+        (replica, synced)
+    });
+    let caught_up = log.end();
+    durable.wait_for(|&e| e >= caught_up).await.unwrap();
+
+    open.send_replace(false);
+    // Larger than a shipped chunk: the primary's sending stops inside it.
+    let big: Vec<u8> = (0..200_000).map(|i| (i % 251) as u8).collect();
+    let cut = log.append(&big).await.unwrap();
+    append(&log, 1, 0..5).await;
+    log.truncate_after(cut).await.unwrap();
+    let end = append(&log, 2, 0..5).await;
+    let history = log.history();
+    assert_eq!(history.epochs.len(), 2);
+    assert_eq!(history.epochs[1].start, cut);
+    open.send_replace(true);
+
+    durable.wait_for(|&e| e >= end).await.unwrap();
+    log.close().await.unwrap();
+    let (replica, synced) = syncing.await.unwrap();
+    assert!(synced.unwrap().primary_closed_cleanly);
+    serving.await.unwrap().unwrap();
+    down.await.unwrap();
+    up.await.unwrap();
+    assert_eq!(replica.history(), &history);
+    replica.close().await.unwrap();
+    let seen = watching.await.unwrap();
+    let past_cut: Vec<_> = seen.iter().filter(|(e, _)| *e > cut).collect();
+    assert!(
+        !past_cut.is_empty(),
+        "no end past the cut reported: {seen:?}"
+    );
+    assert!(
+        past_cut.iter().all(|&&(_, epochs)| epochs == 2),
+        "records of the new epoch held before the epoch: {seen:?}"
+    );
+    let expected: Vec<Vec<u8>> = (0..5)
+        .map(|i| record(0, i))
+        .chain([big])
+        .chain((0..5).map(|i| record(2, i)))
+        .collect();
+    assert_eq!(read_all(r.path()).await, expected);
+    assert_identical(p.path(), r.path());
 }

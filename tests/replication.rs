@@ -5,6 +5,8 @@
 //! primary's; damage on the wire is detected and never written; hostile peers get
 //! typed errors; a promoted replica is a `LogDir` that appends on.
 
+use crate::common::sync_until;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -55,21 +57,6 @@ async fn sync_over_duplex(
     });
     let synced = replica.sync_from(b).await.map(|s| s.end);
     (serving.await.unwrap(), synced)
-}
-
-/// Syncs `replica` from a live `log` until it reached `target`, then hangs up.
-async fn sync_until(log: &LogDir, replica: &mut Replica, target: LogPosition) {
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let serving = tokio::spawn({
-        let log = log.clone();
-        async move { log.serve_replica(a).await }
-    });
-    let mut end = replica.durable_end();
-    tokio::select! {
-        synced = replica.sync_from(b) => panic!("ended before {target}: {synced:?}"),
-        reached = end.wait_for(|&end| end >= target) => { reached.unwrap(); }
-    }
-    serving.await.unwrap().unwrap();
 }
 
 /// Connects `replica_side` to `primary_side`; passes `cut` bytes from the primary

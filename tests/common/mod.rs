@@ -1022,3 +1022,51 @@ pub fn primary_identity(log_id: u128) -> Vec<u8> {
     }
     m
 }
+
+/// Syncs `replica` from a live `log` over an in-memory stream until its durable end
+/// reaches `target`, then hangs up (the primary's end must have gone well).
+pub async fn sync_until(
+    log: &walcodec::LogDir,
+    replica: &mut walcodec::Replica,
+    target: walcodec::LogPosition,
+) {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let serving = tokio::spawn({
+        let log = log.clone();
+        async move { log.serve_replica(a).await }
+    });
+    let mut end = replica.durable_end();
+    tokio::select! {
+        synced = replica.sync_from(b) => panic!("ended before {target}: {synced:?}"),
+        reached = end.wait_for(|&end| end >= target) => { reached.unwrap(); }
+    }
+    serving.await.unwrap().unwrap();
+}
+
+/// Syncs `replica` from a live `log` until it holds all of it, then hangs up.
+pub async fn catch_up(log: &walcodec::LogDir, replica: &mut walcodec::Replica) {
+    let target = log.end();
+    sync_until(log, replica, target).await;
+    assert_eq!(replica.end(), target);
+}
+
+/// The two log directories hold the same segments, byte for byte.
+pub fn assert_identical(a: &Path, b: &Path) {
+    let segments = |dir: &Path| -> std::collections::BTreeMap<u64, Vec<u8>> {
+        walcodec::LogDir::list(dir)
+            .unwrap()
+            .segments
+            .into_iter()
+            .map(|s| (s.number, std::fs::read(&s.path).unwrap()))
+            .collect()
+    };
+    let (a, b) = (segments(a), segments(b));
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "other segments"
+    );
+    for (number, bytes) in &a {
+        assert!(*bytes == b[number], "segment {number} differs");
+    }
+}

@@ -897,10 +897,12 @@ impl Replica {
     /// # let _ = failback;
     /// ```
     ///
-    /// A crash (or a dropped future) in the middle leaves the replica cut
-    /// anywhere between its end and `to`, at a record boundary, with its history
-    /// before or after the trim: the next connection finds it diverged again (or
-    /// following), never a mix; rewind again.
+    /// The cut is decided by one durable replacement of the directory's
+    /// `HISTORY` (the trimmed history with the cut to make, as
+    /// [`LogDir::truncate_after`] decides its own) before anything is deleted, so
+    /// a crash (or a dropped future) in the middle leaves the replica at its old
+    /// end with its old history, or it is reopened (and the next call goes on) at
+    /// `to`, never in between.
     ///
     /// # Errors
     /// [`Error::InvalidPosition`] when `to` is past the replica's end or not the
@@ -937,24 +939,37 @@ impl Replica {
         }
         self.settled = false;
         let mut trimmed = self.history.clone();
-        if trimmed.trim_after(to) {
-            if let Some(log_id) = self.log_id {
-                // The epochs first: records left past `to` by a crash are then
-                // still found diverged, never taken for the primary's.
-                let file = HistoryFile {
-                    log_id,
-                    history: trimmed.clone(),
-                    truncate: None,
-                };
-                let (dir, storage) = (self.dir.clone(), self.storage.clone());
-                self.blocking(move || history::write(&dir, &file, &*storage))
-                    .await?;
-            }
-            self.history = trimmed;
-        }
+        trimmed.trim_after(to);
+        let decided = self.log_id.map(|log_id| HistoryFile {
+            log_id,
+            history: trimmed.clone(),
+            truncate: None,
+        });
         let (dir, storage) = (self.dir.clone(), self.storage.clone());
-        self.blocking(move || recovery::apply_truncation(&dir, to, &*storage))
-            .await?;
+        self.blocking(move || {
+            // Decided before anything is deleted, by one durable step that `open`
+            // finishes after a crash: deleting the later segments one by one
+            // would otherwise leave the replica cut part of the way.
+            match &decided {
+                Some(file) => {
+                    let mut deciding = file.clone();
+                    deciding.truncate = Some(to);
+                    history::write(&dir, &deciding, &*storage)?;
+                }
+                // A copy made before logs had ids: the marker of old.
+                None => {
+                    recovery::write_position_file(&dir, recovery::TRUNCATE_FILE, to, &*storage)?;
+                    storage.sync_dir(&dir)?;
+                }
+            }
+            recovery::apply_truncation(&dir, to, &*storage)?;
+            match &decided {
+                Some(file) => history::write(&dir, file, &*storage),
+                None => Ok(()),
+            }
+        })
+        .await?;
+        self.history = trimmed;
         self.segment = to.segment;
         self.len = to.offset;
         self.end.send_replace(to);

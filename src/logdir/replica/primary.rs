@@ -345,7 +345,7 @@ impl LogDir {
         &self,
         from: LogPosition,
         mut pin: Pin,
-        (mut shipped, truncations_seen): (Option<Epoch>, usize),
+        (mut shipped, mut truncations_seen): (Option<Epoch>, usize),
         wr: &mut (impl AsyncWrite + Unpin),
         stats: &mut ShipStats,
         acks: &Acks,
@@ -396,7 +396,14 @@ impl LogDir {
                     // A truncation past what was shipped started an epoch: the
                     // replica learns it before any byte of it.
                     let history = &catalog.history.history;
-                    (history.current() != shipped.as_ref()).then(|| history.clone())
+                    let changed = history.current() != shipped.as_ref();
+                    if changed {
+                        // The history sent tells of every truncation so far (none
+                        // below what was shipped): shipping past one later is no
+                        // divergence.
+                        truncations_seen = catalog.truncations.len();
+                    }
+                    changed.then(|| history.clone())
                 };
                 if let Some(history) = history {
                     shipped = history.current().copied();
