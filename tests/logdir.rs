@@ -300,13 +300,36 @@ async fn a_second_open_fails_while_the_first_holds_the_lock() {
 /// A lock let go within a moment is taken: a child process forked while the log was
 /// closed holds the old lock until it execs (raft's model test met this beside its
 /// crash test, which spawns processes).
+///
+/// The lock is held here as such a child holds it (the file's `flock`), and let go
+/// by closing the file, which takes no time: what the test leaves to the clock is
+/// only the 20 ms pause that makes the open meet the lock busy, far inside its
+/// patience (500 ms), not a close that syncs to a loaded disk. An open that ran late
+/// would find the lock free and pass without waiting; one that gave up at once
+/// fails.
 #[tokio::test]
 async fn an_open_waits_a_moment_for_a_lock_that_is_let_go() {
     let dir = tempfile::tempdir().unwrap();
-    let log = LogDir::open(dir.path()).await.unwrap();
+    LogDir::open(dir.path())
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    let held = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("LOCK"))
+        .unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    // Held: refused once the patience runs out.
+    assert!(matches!(
+        LogDir::open(dir.path()).await,
+        Err(Error::Locked { .. })
+    ));
     let release = tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        log.close().await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        drop(held);
     });
     let again = LogDir::open(dir.path()).await.unwrap();
     release.await.unwrap();

@@ -40,7 +40,9 @@ use walcodec::testing::DirStorage;
 use walcodec::{LogDir, LogPosition, WriterOptions};
 
 use power_support::dir::{dir_image, write_image, DirImage, DirOp, DirTrace, SimDir};
-use power_support::{env_number, scratch_dir, seed, start_run, Op, ReplayOnPanic, SplitMix};
+use power_support::{
+    env_number, hex, scratch_dir, seed, start_run, unhex, Op, ReplayOnPanic, SplitMix,
+};
 use writer_support::{make_record_sized, verify_sized};
 
 /// Cuts drawn from each run: the run is the slow part, a cut is cheaper.
@@ -473,27 +475,6 @@ impl Drop for RecordOnPanic<'_> {
 /// are removed when the test ends.
 fn recorded_run_path(seed: u64, cut: usize) -> PathBuf {
     scratch_dir().join(format!("logdir-power-cut-{seed}-{cut}.run"))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        write!(out, "{byte:02x}").unwrap();
-    }
-    if out.is_empty() {
-        out.push('-');
-    }
-    out
-}
-
-fn unhex(text: &str) -> Vec<u8> {
-    if text == "-" {
-        return Vec::new();
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
-        .collect()
 }
 
 /// A run, the cut and its image's seed as text, a line a step (see [`load_run`]).

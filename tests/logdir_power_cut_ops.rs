@@ -96,11 +96,14 @@ struct Run {
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-async fn run_script(rng: &mut SplitMix, dir: &Path) -> Run {
+/// Runs script `n` of a test: recycling and retention by bytes take turns by `n`
+/// (every four runs meet each pair), so that the default runs always cover both;
+/// the rest of the configuration is drawn.
+async fn run_script(rng: &mut SplitMix, dir: &Path, n: usize) -> Run {
     let max_segment_bytes = [2048, 4096][rng.range(0, 2) as usize];
     let preallocate = [0, 16 * 1024][rng.range(0, 2) as usize];
-    let recycle = [0, 2][rng.range(0, 2) as usize];
-    let retain_bytes = [None, Some(3 * max_segment_bytes)][rng.range(0, 2) as usize];
+    let recycle = [0, 2][n % 2];
+    let retain_bytes = [None, Some(3 * max_segment_bytes)][n / 2 % 2];
     let steps = rng.range(40, 70);
     let describe = format!(
         "max_segment_bytes {max_segment_bytes}, preallocate {preallocate}, recycle \
@@ -253,6 +256,8 @@ struct Tally {
     partial_appends: usize,
     records_checked: usize,
     refused: usize,
+    /// The kinds of operation some cut fell during.
+    kinds_cut: Vec<Kind>,
 }
 
 /// A log a cut may leave: its first segment and its records from there.
@@ -400,7 +405,7 @@ async fn power_cuts(runs: usize, seed: u64) -> Tally {
     let (mut kinds, mut reused, mut retained, mut across) = (Vec::new(), 0, 0, 0);
     for n in 0..runs {
         let run_path = scratch.path().join(format!("run-{n}"));
-        let run = run_script(&mut rng, &run_path).await;
+        let run = run_script(&mut rng, &run_path, n).await;
         std::fs::remove_dir_all(&run_path).unwrap();
         kinds.extend(run.done.iter().map(|d| d.kind));
         reused += run.reused;
@@ -417,10 +422,14 @@ async fn power_cuts(runs: usize, seed: u64) -> Tally {
                     cuts.extend(op.called..=op.seen);
                 }
                 Kind::Append | Kind::Batch | Kind::Rotate => {
-                    if rng.chance(1, 3) {
-                        cuts.push(rng.range(op.called as u64, op.seen as u64 + 1) as usize);
+                    if !rng.chance(1, 3) {
+                        continue;
                     }
+                    cuts.push(rng.range(op.called as u64, op.seen as u64 + 1) as usize);
                 }
+            }
+            if !tally.kinds_cut.contains(&op.kind) {
+                tally.kinds_cut.push(op.kind);
             }
         }
         cuts.push(run.ops.len());
@@ -456,4 +465,10 @@ async fn power_cuts_during_truncation_retention_and_batches() {
     let tally = power_cuts(runs, seed()).await;
     assert_eq!(tally.refused, 0);
     assert!(tally.cuts_in_decisions > 0 && tally.records_checked > 0);
+    // Every durable operation met a cut (or runs too few to say).
+    if runs >= 4 {
+        for kind in [Kind::Batch, Kind::Truncate, Kind::Purge, Kind::RetainAge] {
+            assert!(tally.kinds_cut.contains(&kind), "no cut during {kind:?}");
+        }
+    }
 }

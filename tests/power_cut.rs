@@ -19,14 +19,21 @@
 //! lost page's zero sector in the unsynced tail and cuts them like a torn tail: it
 //! must succeed and keep every acknowledged record. See docs/reliability.md.
 //!
-//! `POWER_CUT_CUTS` sets how many cuts (default 300), `POWER_CUT_SEED` replays a run
-//! (the seed is printed). `scripts/power-cut.sh N` runs N cuts.
+//! `POWER_CUT_CUTS` sets how many cuts (default 300), `POWER_CUT_SEED` replays a run's
+//! configuration and its cuts (the seed is printed). `scripts/power-cut.sh N` runs N
+//! cuts. Several tasks on two threads race the writer's own thread, so a seed does
+//! not fix the schedule they met: a cut that fails writes down its whole run (the
+//! configuration, every step of the trace, every record and acknowledgement with the
+//! step it was seen at) with the cut and the seed of its image, and prints the
+//! command that checks exactly that cut again from the record
+//! (`POWER_CUT_REPLAY=file`), step for step, whatever the machine does.
 
 use crate::power_support;
 use crate::writer_support;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -36,8 +43,8 @@ use walcodec::{
 };
 
 use power_support::{
-    crash_image, env_number, seed, start_run, CrashImage, Op, Persist, ReplayOnPanic, SimStorage,
-    SplitMix, Trace,
+    crash_image, env_number, hex, scratch_dir, seed, start_run, unhex, CrashImage, Op, Persist,
+    ReplayOnPanic, SimStorage, SplitMix, Trace,
 };
 use writer_support::{make_record, read_log, verify};
 
@@ -45,6 +52,7 @@ use writer_support::{make_record, read_log, verify};
 const CUTS_PER_RUN: usize = 25;
 
 /// One writer configuration and the records it appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Run {
     preallocate: u64,
     max_batch_bytes: usize,
@@ -537,9 +545,17 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
         let run = run_writer(&mut rng).await;
         for _ in 0..CUTS_PER_RUN.min(cuts - tally.cuts) {
             let cut = rng.range(0, run.ops.len() as u64 + 1) as usize;
-            let image = crash_image(&run.ops, cut, &mut rng);
+            let image_seed = rng.next_u64();
+            let image = crash_image(&run.ops, cut, &mut SplitMix::new(image_seed));
             *by_persist.entry(persist_name(image.persist)).or_default() += 1;
+            let record = RecordOnPanic {
+                run: &run,
+                cut,
+                image_seed,
+                seed,
+            };
             check_cut(&run, cut, &image, dir.path(), &mut tally).await;
+            drop(record);
         }
     }
     println!(
@@ -590,6 +606,20 @@ fn persist_name(persist: Persist) -> &'static str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn power_cuts_lose_no_acknowledged_record() {
+    if let Some(file) = std::env::var_os("POWER_CUT_REPLAY") {
+        let (run, cut, image_seed) = load_run(&std::fs::read_to_string(&file).unwrap());
+        println!(
+            "power cut: replaying the cut after {cut} of {} steps recorded in {}",
+            run.ops.len(),
+            Path::new(&file).display()
+        );
+        let scratch = tempfile::tempdir_in(scratch_dir()).unwrap();
+        let image = crash_image(&run.ops, cut, &mut SplitMix::new(image_seed));
+        let mut tally = Tally::default();
+        check_cut(&run, cut, &image, scratch.path(), &mut tally).await;
+        assert_eq!((tally.cuts, tally.lost), (1, 0));
+        return;
+    }
     let cuts = env_number("POWER_CUT_CUTS").unwrap_or(300) as usize;
     let seed = seed();
     let _replay = ReplayOnPanic::new(
@@ -602,6 +632,128 @@ async fn power_cuts_lose_no_acknowledged_record() {
     assert!(tally.acknowledged > 0);
     // Flips were checked, not all passed over.
     assert!(tally.flips > 0, "no bit flip checked");
+}
+
+/// Writes down the run of a cut whose check panics, and prints the command that
+/// checks that cut again from the record: the schedule the tasks met, replayed.
+struct RecordOnPanic<'a> {
+    run: &'a Run,
+    cut: usize,
+    image_seed: u64,
+    seed: u64,
+}
+
+impl Drop for RecordOnPanic<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let path = recorded_run_path(self.seed, self.cut);
+        match std::fs::write(&path, save_run(self.run, self.cut, self.image_seed)) {
+            Ok(()) => eprintln!(
+                "replay this cut exactly, from its recorded run, with:\n    \
+                 POWER_CUT_REPLAY={} cargo test --release --features cli --test all -- \
+                 --exact power_cut::power_cuts_lose_no_acknowledged_record --nocapture",
+                path.display()
+            ),
+            Err(e) => eprintln!("could not record the run in {}: {e}", path.display()),
+        }
+    }
+}
+
+/// Where a failing cut's run is written: beside the scratch directories, which
+/// are removed when the test ends.
+fn recorded_run_path(seed: u64, cut: usize) -> PathBuf {
+    scratch_dir().join(format!("power-cut-{seed}-{cut}.run"))
+}
+
+/// A run, the cut and its image's seed as text, a line a step (see [`load_run`]).
+fn save_run(run: &Run, cut: usize, image_seed: u64) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    writeln!(w, "config {} {}", run.preallocate, run.max_batch_bytes).unwrap();
+    writeln!(w, "cut {cut} {image_seed}").unwrap();
+    for op in &run.ops {
+        match op {
+            Op::Write { offset, data } => writeln!(w, "write {offset} {}", hex(data)),
+            Op::SetLen(len) => writeln!(w, "setlen {len}"),
+            Op::Sync => writeln!(w, "sync"),
+        }
+        .unwrap();
+    }
+    for (position, data) in &run.records {
+        writeln!(
+            w,
+            "record {} {} {}",
+            position.start,
+            position.end,
+            hex(data)
+        )
+        .unwrap();
+    }
+    for (seen, end) in &run.acks {
+        writeln!(w, "ack {seen} {end}").unwrap();
+    }
+    out
+}
+
+/// What [`save_run`] wrote.
+fn load_run(text: &str) -> (Run, usize, u64) {
+    let mut run = Run {
+        preallocate: 0,
+        max_batch_bytes: 0,
+        ops: Vec::new(),
+        records: Vec::new(),
+        acks: Vec::new(),
+    };
+    let (mut cut, mut image_seed) = (0, 0);
+    let n = |word: &str| -> u64 { word.parse().unwrap() };
+    for line in text.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        match words[..] {
+            ["config", preallocate, batch] => {
+                run.preallocate = n(preallocate);
+                run.max_batch_bytes = n(batch) as usize;
+            }
+            ["cut", at, seed] => (cut, image_seed) = (n(at) as usize, n(seed)),
+            ["write", offset, data] => run.ops.push(Op::Write {
+                offset: n(offset),
+                data: unhex(data),
+            }),
+            ["setlen", len] => run.ops.push(Op::SetLen(n(len))),
+            ["sync"] => run.ops.push(Op::Sync),
+            ["record", start, end, data] => run.records.push((
+                Position {
+                    start: n(start),
+                    end: n(end),
+                },
+                unhex(data),
+            )),
+            ["ack", seen, end] => run.acks.push((n(seen) as usize, n(end))),
+            _ => panic!("not a line of a recorded run: {line:?}"),
+        }
+    }
+    (run, cut, image_seed)
+}
+
+/// A recorded run reads back as it was, and its cut checks the same: what a
+/// failing cut's replay relies on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_run_replays_its_cut() {
+    let scratch = tempfile::tempdir_in(scratch_dir()).unwrap();
+    let run = run_writer(&mut SplitMix::new(42)).await;
+    assert!(!run.acks.is_empty());
+    let cut = run.ops.len() * 2 / 3;
+    let text = save_run(&run, cut, 7);
+    let (loaded, loaded_cut, image_seed) = load_run(&text);
+    assert_eq!((loaded_cut, image_seed), (cut, 7));
+    assert_eq!(loaded, run);
+    let image = crash_image(&loaded.ops, cut, &mut SplitMix::new(image_seed));
+    let again = crash_image(&run.ops, cut, &mut SplitMix::new(7));
+    assert_eq!(image.bytes, again.bytes);
+    let mut tally = Tally::default();
+    check_cut(&loaded, cut, &image, scratch.path(), &mut tally).await;
+    assert_eq!((tally.cuts, tally.lost), (1, 0));
 }
 
 /// The simulator itself: a cut right after a sync keeps exactly the synced bytes when

@@ -30,10 +30,15 @@ async fn connect(log: &LogDir, replica: &mut Replica) -> (Result<(), Error>, Res
         let log = log.clone();
         async move { log.serve_replica(a).await.map(|_| ()) }
     });
+    // The primary closes once the replica holds all of its log (an event, not a
+    // pause that a slow machine can outlast mid-handshake); a refused replica never
+    // does, its connection ends on its own, and this is aborted.
+    let mut replicated = replica.durable_end();
     let closing = tokio::spawn({
         let log = log.clone();
         async move {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            let end = log.end();
+            let _ = replicated.wait_for(|&e| e >= end).await;
             log.close().await.unwrap();
         }
     });

@@ -116,6 +116,9 @@ async fn appends_wait_for_the_replica_and_fail_when_it_is_gone_past_the_timeout(
         let log = log.clone();
         async move { log.append(record(0)).await }
     });
+    // Not a synchronisation: no replica can acknowledge it, so a correct log's
+    // append is unfinished however long this pause is (up to the timeout, 2.5 s
+    // later); the pause gives one that acknowledges without a replica the time to.
     tokio::time::sleep(TIMEOUT / 2).await;
     assert!(!first.is_finished(), "acknowledged with no replica");
     let connected = connect(&log, Replica::open(r.path()).await.unwrap(), None);
@@ -272,6 +275,7 @@ async fn two_synchronous_replicas_both_hold_every_acknowledged_record() {
         let log = log.clone();
         async move { log.append(record(0)).await }
     });
+    // Not a synchronisation (as above): one replica of two cannot finish it.
     tokio::time::sleep(TIMEOUT / 2).await;
     assert!(
         !waiting.is_finished(),

@@ -246,8 +246,16 @@ async fn a_stalled_source_times_out_and_bounds_the_wait() {
         writer.append(b"refused").await,
         Err(Error::Poisoned { .. })
     ));
+    // The flusher thread holds the writer's state, the file with it, until it
+    // exits: the durable end's sender goes then, which is the event to wait for
+    // before another writer opens the file (a hang guard, not a measure).
+    let mut durable = writer.durable_end();
     drop(writer);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while durable.changed().await.is_ok() {}
+    })
+    .await
+    .expect("the flusher thread let go of the file");
     let reopened = AsyncLogWriter::open(&path).await.unwrap();
     reopened.append(b"after").await.unwrap();
     reopened.close().await.unwrap();

@@ -347,7 +347,7 @@ fn follow_dir_child(mode: &str) {
             .unwrap()
             .follow()
             .with_poll_interval(Duration::from_millis(1));
-        let mut got = Vec::new();
+        let mut got: Vec<(u32, LogPosition)> = Vec::new();
         for i in 0..count {
             // Through `Stream`, as a consumer of the log would take it.
             let record = tokio::time::timeout(Duration::from_secs(60), follower.next())
@@ -360,8 +360,15 @@ fn follow_dir_child(mode: &str) {
                             (e.file_name(), e.metadata().unwrap().len())
                         })
                         .collect();
+                    // Which records it skipped, if it skipped any, and where.
+                    let gaps: Vec<String> = got
+                        .windows(2)
+                        .filter(|w| w[1].0 != w[0].0 + 1)
+                        .map(|w| format!("{} at {} then {} at {}", w[0].0, w[0].1, w[1].0, w[1].1))
+                        .collect();
                     panic!(
-                        "{mode}: the follower is stuck after {i} records: {follower:?} {files:?}"
+                        "{mode}: the follower is stuck after {i} records: {follower:?} {files:?}; \
+                         gaps in what it returned: {gaps:?}"
                     )
                 })
                 .unwrap()

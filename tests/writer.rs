@@ -374,7 +374,9 @@ async fn min_sync_interval_strands_no_one() {
 /// Sync pacing holds records back for company: with an interval no test outlasts,
 /// what is queued after a sync waits until a full batch is waiting (then goes in one
 /// write and one sync) or the writer closes. The counts are exact: only those two
-/// events release records here, never the clock.
+/// events release records here, never the clock. The hold itself is an event the
+/// test waits for (`WriterStats::paced_rounds`), not a pause it hopes is long enough:
+/// a writer that does not pace never starts one, and fails here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn min_sync_interval_holds_records_until_a_full_batch_or_close() {
     const RECORDS: u32 = 64;
@@ -410,14 +412,23 @@ async fn min_sync_interval_holds_records_until_a_full_batch_or_close() {
             assert_eq!(stats.largest_batch_records, u64::from(RECORDS), "{stats:?}");
         }
     }
-    // Half a batch more is not a full batch: held back until close. Not a measure:
-    // a writer that holds back writes nothing here however long this pause is; the
-    // pause only gives one that fails to hold back the time to show it.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Rounds paced so far: the first batch may or may not have been held (its 64
+    // records may all be queued before the flusher first looks), so count from here.
+    let paced = log.stats().paced_rounds;
+    // Half a batch more is not a full batch: held back until close. The flusher
+    // starts to hold it (an event, counted), and then has written nothing of it.
+    let holding = tokio::time::timeout(Duration::from_secs(60), async {
+        while log.stats().paced_rounds == paced {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    holding
+        .await
+        .unwrap_or_else(|_| panic!("records not held back: {:?}", log.stats()));
     let stats = log.stats();
     assert_eq!(
-        (stats.writes, stats.syncs, stats.records),
-        (2, 2, 65),
+        (stats.writes, stats.syncs, stats.records, stats.paced_rounds),
+        (2, 2, 65, paced + 1),
         "{stats:?}"
     );
     let len = tokio::time::timeout(Duration::from_secs(60), log.close())

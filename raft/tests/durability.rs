@@ -135,6 +135,9 @@ async fn entries_are_readable_at_once_but_flushed_only_after_the_sync() {
     })
     .await
     .expect("the sync was reached");
+    // Not a synchronisation: the sync is held until the gate opens below, so a
+    // correct store's callback cannot fire however long this pause is; the pause
+    // only gives a store that fires it early the time to show it.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(
         !append.is_finished(),

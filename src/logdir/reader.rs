@@ -432,6 +432,12 @@ struct Cursor {
     chunk: usize,
     /// Where the reader last went back to at the end of what the writer wrote.
     live_end: Option<u64>,
+    /// In another process, until the reader first sees the segment sealed: what it
+    /// read past the last record may be older than the writer's last writes (a
+    /// recycled file's earlier use, zeros, a read that raced a write), which the
+    /// decoder passes over as space not yet written. Once sealed it goes back to
+    /// the last record and reads the rest again, once, now that it cannot change.
+    read_live: bool,
 }
 
 impl Cursor {
@@ -704,6 +710,13 @@ impl Walk {
             let readable = self.readable().await?;
             let live = matches!(self.source, Source::Files) && !readable.sealed;
             let cursor = self.cursor.as_mut().expect("opened above");
+            if readable.sealed && std::mem::replace(&mut cursor.read_live, false) {
+                // Sealed since the bytes past the last record were read: read them
+                // again (see `Cursor::read_live`), or records the writer put there
+                // after the read would be skipped with the space they filled.
+                self.go_back().await?;
+                continue;
+            }
             if live && cursor.decoder.passed_unwritten() {
                 // Past the last record into space the writer has not reached
                 // (preallocated zeros, a recycled file's earlier use): back to that
@@ -750,8 +763,13 @@ impl Walk {
             }
             if self.later_segment_exists().await? {
                 // The writer moved on after the read above, and may have written the
-                // segment's last bytes in between: read once more, now that nothing
-                // more can come, before taking its end for the end.
+                // segment's last bytes in between: read again from the last record
+                // (see `Cursor::read_live`), now that nothing more can come, before
+                // taking its end for the end.
+                let cursor = self.cursor.as_mut().expect("opened above");
+                if std::mem::replace(&mut cursor.read_live, false) {
+                    self.go_back().await?;
+                }
                 if self.fill(READ_CHUNK).await? == 0 {
                     self.cursor.as_mut().expect("opened above").at_eof = true;
                 }
@@ -953,6 +971,7 @@ impl Walk {
             doubted: LiveDoubt::default(),
             chunk: READ_CHUNK,
             live_end: None,
+            read_live: matches!(self.source, Source::Files),
         });
         Ok(Some(true))
     }

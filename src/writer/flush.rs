@@ -364,6 +364,12 @@ pub(super) fn run_flusher(shared: Arc<Shared>) {
                 && state.buf.len() < max_batch
                 && !state.closing
             {
+                // Counted once per round: a wait cut short (by a spurious wake-up or
+                // a record that leaves the batch short of full) comes back here
+                // still pacing.
+                if state.flusher != Flusher::Pacing {
+                    state.counters.paced_rounds += 1;
+                }
                 state.flusher = Flusher::Pacing;
                 state = shared
                     .wake

@@ -348,6 +348,7 @@ impl AsyncLogWriter {
             largest_batch_records: c.largest_batch_records,
             largest_batch_bytes: c.largest_batch_bytes,
             led_writes: c.led_writes,
+            paced_rounds: c.paced_rounds,
             last_sync_latency: c.last_sync_latency,
             max_sync_latency: c.max_sync_latency,
             len: state.encoder.offset(),
@@ -482,6 +483,11 @@ pub struct WriterStats {
     /// Batches an appending task wrote itself (see [`WriterOptions::leader_writes`]);
     /// the flusher thread wrote the others.
     pub led_writes: u64,
+    /// Rounds the flusher held back to keep syncs
+    /// [`min_sync_interval`](WriterOptions::min_sync_interval) apart, each counted
+    /// once, when it starts to wait: what shows the pacing at work (records waiting
+    /// for company), where the other counters only show its result.
+    pub paced_rounds: u64,
     /// How long the last sync took.
     pub last_sync_latency: Option<Duration>,
     /// How long the slowest sync took.
@@ -632,6 +638,7 @@ struct Counters {
     largest_batch_records: u64,
     largest_batch_bytes: u64,
     led_writes: u64,
+    paced_rounds: u64,
     last_sync_latency: Option<Duration>,
     max_sync_latency: Option<Duration>,
 }

@@ -105,6 +105,30 @@ pub fn replay_command(seed_env: &str, seed: u64, test: &str) -> String {
     )
 }
 
+/// `bytes` as hex, `-` for none: one word of a recorded run's line.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        write!(out, "{byte:02x}").unwrap();
+    }
+    if out.is_empty() {
+        out.push('-');
+    }
+    out
+}
+
+/// What [`hex`] wrote.
+pub fn unhex(text: &str) -> Vec<u8> {
+    if text == "-" {
+        return Vec::new();
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 /// Where a run's real files go: tmpfs when there is one, where its real syncs
 /// cost nothing (the simulator, not the disk, decides what survives).
 pub fn scratch_dir() -> std::path::PathBuf {
