@@ -3,7 +3,9 @@
 # key-value service on openraft with each node's log on walcodec-raft's LogStore)
 # under load, and checks that a new leader takes over within two election timeouts,
 # that the old leader recovers from its log on disk, that every acknowledged write
-# is on every node and that the nodes' logs hold the same entries.
+# is on every node and that the nodes' logs hold the same entries; the old leader's
+# log as it recovered it (read from its directory before it restarts) is checked
+# against the others' (or, where they purged it, their state machines).
 #
 #   scripts/raft-kill-leader.sh            # one round (about 40 s once built)
 #   scripts/raft-kill-leader.sh 5          # five rounds, each on a fresh cluster

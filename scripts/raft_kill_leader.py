@@ -21,7 +21,13 @@ Run through scripts/raft-kill-leader.sh, which builds the example first. Each ro
    entry) and that all nodes' state machines are equal;
 6. stops the nodes (SIGTERM) and checks that their logs, read from their
    directories with `raft-kv dump-log`, hold the same entries (by log id and
-   content) over the indexes they all still hold, and end at the same log id.
+   content) over the indexes they all still hold, and end at the same log id;
+7. checks the killed leader's log as it recovered it (read with `raft-kv
+   dump-log` from its directory after the kill, before it restarts: later a
+   snapshot may replace it) against the other nodes' final logs: every entry
+   up to the index it knew committed is theirs, byte for byte (entries after
+   it may have been replaced by the new leader; one they purged since is found
+   in the state machines instead), and that index is among them.
 
 Exits non-zero on the first failure, keeping the round's directory (node logs
 included) for a look. Standard library only.
@@ -303,6 +309,11 @@ def run_round(args, number):
             time.sleep(0.01)
 
         time.sleep(args.after)
+        # What the killed node holds on disk, read by the store the node runs on
+        # (replay of its directory as the node's restart replays it), before the
+        # node is back: a snapshot sent to it later may replace its log, and this
+        # is what the final comparison checks against the other nodes.
+        recovered_head, recovered_entries = dump_log(args, leader)
         leader.start()
         restarted_at = time.monotonic()
         # What it recovered from its own directory (the log after its snapshot),
@@ -380,6 +391,50 @@ def run_round(args, number):
                 raise Failure(f"entry {index} differs between the nodes' logs: {lines}")
         purged = {i: log_id_str(head["purged"]) for i, (head, _) in logs.items()}
         covers = "covering" if lo <= recovered_index <= hi else "not covering"
+        # The killed node's log as it recovered it, against the survivors' final
+        # logs: every entry up to what it knew committed (what it had applied
+        # before the kill, or its committed id on disk) is the cluster's, byte
+        # for byte; an entry after that may have been replaced by the new leader.
+        survivors_logs = [entries for i, (_, entries) in logs.items() if i != leader.id]
+        committed_known = max(applied_before, (recovered_head.get("committed") or {}).get("index", -1))
+        # An entry the survivors purged since (a snapshot) is checked against the
+        # state machines instead: a committed write of a distinct key holds its
+        # value there.
+        compared = replaced = in_state = 0
+        for index, line in sorted(recovered_entries.items()):
+            theirs = {entries.get(index) for entries in survivors_logs} - {None}
+            if not theirs:
+                if index <= committed_known:
+                    payload = json.loads(line).get("payload")
+                    write = payload.get("Normal", {}).get("Set") if isinstance(payload, dict) else None
+                    if write is not None:
+                        if states[leader.id].get(write["key"]) != write["value"]:
+                            raise Failure(
+                                f"entry {index} of node {leader.id}'s log as recovered after the kill, "
+                                f"committed, is not in the state machines: {line}"
+                            )
+                        in_state += 1
+                continue
+            if len(theirs) != 1:
+                raise Failure(f"entry {index} differs between the surviving nodes' logs")
+            compared += 1
+            if line != theirs.pop():
+                if index <= committed_known:
+                    raise Failure(
+                        f"entry {index} of node {leader.id}'s log as recovered after the kill differs from "
+                        f"the cluster's, at or below the index it knew committed ({committed_known}): {line}"
+                    )
+                replaced += 1
+        recovered_range = (
+            f"{min(recovered_entries)}..{max(recovered_entries)}" if recovered_entries else "none"
+        )
+        if compared + in_state == 0 or committed_known not in recovered_entries:
+            raise Failure(
+                f"node {leader.id}'s recovered log ({recovered_range}) was not compared: "
+                f"{compared} of its entries are in the other nodes' logs, and it "
+                f"{'holds' if committed_known in recovered_entries else 'lacks'} index {committed_known} "
+                "it knew committed (raise --keep-before-snapshot?)"
+            )
         print(
             f"round {number}: {len(acked)} writes acknowledged ({unknown} tries got no answer: node down or mid-write, retried), "
             f"first one after the kill {first_ack:.0f} ms after it; "
@@ -387,7 +442,11 @@ def run_round(args, number):
             f"old leader caught up with index {target} {caught_up_s:.1f} s after its restart "
             f"({'by a snapshot' if by_snapshot else 'from the log'}); "
             f"logs end at {lasts[1]} (index {last_index}) on every node, entries {lo}..{hi} equal on all "
-            f"({covers} the old leader's recovered end {recovered_index}) "
+            f"({covers} the old leader's recovered end {recovered_index}); "
+            f"node {leader.id}'s log as recovered after the kill ({recovered_range}, "
+            f"last {log_id_str(recovered_head['last'])}): {compared} entries compared with the other nodes', "
+            f"equal up to index {committed_known} it knew committed, {replaced} after it replaced by the new leader, "
+            f"{in_state} purged from the others' logs found in their state machines "
             f"(purged up to {purged}, snapshots at {snapshots})",
             flush=True,
         )

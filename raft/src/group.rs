@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use walcodec::{LogDir, LogPosition};
 
+use crate::index::Index;
 use crate::record::{self, GroupRecord};
 use crate::space::Kept;
 use crate::Error;
@@ -19,7 +20,7 @@ use crate::Error;
 /// A group the log knows.
 pub(crate) enum Group {
     /// As replay found it; no store asked for since the log was opened.
-    Raw(RawGroup),
+    Raw(Box<RawGroup>),
     /// Decoded for its type config: the store's `Arc<Mutex<State<C>>>`, kept
     /// when the store closes so that opening it again costs nothing.
     Typed {
@@ -53,19 +54,17 @@ pub(crate) trait GroupView: Send + Sync {
 impl Group {
     pub(crate) fn first_entry(&self) -> Option<LogPosition> {
         match self {
-            Group::Raw(raw) if raw.scattered => raw.entries.values().map(|(_, at)| at.start).min(),
-            Group::Raw(raw) => raw.entries.first_key_value().map(|(_, (_, at))| at.start),
+            Group::Raw(raw) if raw.scattered => {
+                raw.entries.positions().map(|(_, at)| at.start).min()
+            }
+            Group::Raw(raw) => Some(raw.entries.position(raw.entries.first()?)?.start),
             Group::Typed { view, .. } => view.first_entry(),
         }
     }
 
     pub(crate) fn entries(&self) -> Vec<(u64, Range<LogPosition>)> {
         match self {
-            Group::Raw(raw) => raw
-                .entries
-                .iter()
-                .map(|(&index, (_, at))| (index, at.clone()))
-                .collect(),
+            Group::Raw(raw) => raw.entries.positions().collect(),
             Group::Typed { view, .. } => view.entries(),
         }
     }
@@ -75,13 +74,7 @@ impl Group {
             Group::Raw(raw) => {
                 // Moved in index order, after every record of the group.
                 raw.scattered = false;
-                for (index, from, to) in moves {
-                    if let Some((_, at)) = raw.entries.get_mut(index) {
-                        if at == from {
-                            *at = to.clone();
-                        }
-                    }
-                }
+                raw.entries.moved(moves);
             }
             Group::Typed { view, .. } => view.moved(moves),
         }
@@ -92,9 +85,9 @@ impl Group {
 /// where its record starts (for errors).
 #[derive(Default)]
 pub(crate) struct RawGroup {
-    /// By index: the leader id's bytes (entries of one leader share them) and
-    /// where the entry's record is.
-    pub(crate) entries: BTreeMap<u64, (Arc<[u8]>, Range<LogPosition>)>,
+    /// The entries: the leader id's bytes (a run per leader) and where each
+    /// entry's record is.
+    pub(crate) entries: Index<Arc<[u8]>>,
     /// The entries are not in log order (see [`GroupView`]).
     pub(crate) scattered: bool,
     /// The purged id: index, leader id's bytes.
@@ -106,37 +99,25 @@ pub(crate) struct RawGroup {
 }
 
 impl RawGroup {
-    /// The leader bytes `bytes`, shared with the last entry's when equal.
-    fn leader(&self, bytes: &[u8]) -> Arc<[u8]> {
-        match self.entries.last_key_value() {
-            Some((_, (leader, _))) if &leader[..] == bytes => Arc::clone(leader),
-            _ => Arc::from(bytes),
-        }
-    }
-
     fn apply(&mut self, record: GroupRecord<'_>, at: Range<LogPosition>) {
         match record {
             GroupRecord::Entry { index, leader } => {
                 // Raft appends right after the last entry; an append at an index
                 // already held follows a truncation of it.
-                let leader = self.leader(leader);
-                drop(self.entries.split_off(&index));
-                self.entries.insert(index, (leader, at));
+                let leader = self.leader(index, leader);
+                self.entries.put(index, leader, &at);
             }
             GroupRecord::Moved { index, leader } => {
                 // A rewrite's copy: where the entry is now; the entries after it
                 // stay (they were moved after it, or are still where they were).
-                let leader = match self.entries.get(&index) {
-                    Some((l, _)) if &l[..] == leader => Arc::clone(l),
-                    _ => Arc::from(leader),
-                };
-                self.entries.insert(index, (leader, at));
+                let leader = self.leader(index, leader);
+                self.entries.put_moved(index, leader, &at);
             }
             GroupRecord::Vote(vote) => self.vote = Some((Arc::from(vote), at.start)),
             GroupRecord::Committed(committed) => {
                 self.committed = Some((Arc::from(committed), at.start))
             }
-            GroupRecord::Truncate(since) => drop(self.entries.split_off(&since)),
+            GroupRecord::Truncate(since) => self.entries.truncate(since),
             GroupRecord::Purge {
                 index,
                 leader,
@@ -155,9 +136,16 @@ impl RawGroup {
 
     /// Drops the entries up to `index` (inclusive).
     fn purge(&mut self, index: u64) {
-        match index.checked_add(1) {
-            Some(next) => self.entries = self.entries.split_off(&next),
-            None => self.entries.clear(),
+        self.entries.purge(index);
+    }
+
+    /// The leader bytes `bytes` of an entry at `index`: shared with the entry
+    /// before it when equal (a run of the index), else a copy.
+    fn leader(&self, index: u64, bytes: &[u8]) -> Arc<[u8]> {
+        let before = index.checked_sub(1).and_then(|i| self.entries.leader(i));
+        match before.or_else(|| self.entries.leader(index)) {
+            Some(leader) if &leader[..] == bytes => Arc::clone(leader),
+            _ => Arc::from(bytes),
         }
     }
 }
@@ -194,11 +182,8 @@ pub(crate) async fn replay(
         if let Some((index, _, _)) = raw.purged {
             raw.purge(index);
         }
-        raw.scattered = raw
-            .entries
-            .values()
-            .zip(raw.entries.values().skip(1))
-            .any(|((_, a), (_, b))| a.start > b.start);
+        raw.entries.compact();
+        raw.scattered = raw.entries.is_scattered();
     }
     Ok((groups, kept))
 }

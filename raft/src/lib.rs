@@ -55,10 +55,13 @@
 //!   what remains is a suffix of the log that replays to the same state. The
 //!   active segment is never deleted, so entries purged stay on disk until their
 //!   segment is sealed.
-//! - The store keeps in memory, per entry, its log id and where its record is,
-//!   and the records of the latest entries (4 MiB of them: a leader replicates an
-//!   entry right after its flush); reads ([`LogReader`]) decode those from memory,
-//!   as they do an append not yet durable, and read older ones from the segments.
+//! - The store keeps in memory, per entry, where its record is (8 bytes: its
+//!   offset from the start of a run of the entries in one segment, and its
+//!   length), the leader ids as runs (one per term), and the records of the
+//!   latest entries (4 MiB of them: a leader replicates an entry right after its
+//!   flush); reads ([`LogReader`]) decode those from memory, as they do an append
+//!   not yet durable, and read older ones from the segments. About 10 bytes an
+//!   entry besides the cached records.
 
 //!
 //! # Many groups, one log
@@ -96,6 +99,7 @@
 
 mod error;
 mod group;
+mod index;
 mod reader;
 mod record;
 mod shared;

@@ -10,7 +10,7 @@ use walcodec::{DirReader, LogDir, LogPosition};
 
 use crate::error::read_error;
 use crate::record;
-use crate::state::{Place, State};
+use crate::state::State;
 use crate::Error;
 
 /// Default of [`LogStoreBuilder::max_read_bytes`](crate::LogStoreBuilder::max_read_bytes):
@@ -105,23 +105,23 @@ impl<C: RaftTypeConfig> LogReader<C> {
         let wanted: Vec<Wanted<C>> = {
             let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             let mut wanted = Vec::new();
-            for (index, slot) in state.slots.range(start..) {
-                if !range.contains(index) || (bytes >= max_bytes && !wanted.is_empty()) {
+            for (index, got) in state.index.entries_from(start) {
+                if !range.contains(&index) || (bytes >= max_bytes && !wanted.is_empty()) {
                     break;
                 }
-                wanted.push(match &slot.place {
-                    Place::Pending { record, .. } => Wanted::Ready(Arc::clone(record)),
-                    Place::Cached { at, record } => {
-                        bytes += at.end.offset.saturating_sub(at.start.offset);
-                        Wanted::Ready(Arc::clone(record))
-                    }
-                    Place::Stored(at) => {
-                        bytes += at.end.offset.saturating_sub(at.start.offset);
-                        Wanted::Read {
-                            log_id: slot.log_id.clone(),
-                            at: at.clone(),
-                        }
-                    }
+                if let Some(at) = &got.at {
+                    bytes += at.end.offset.saturating_sub(at.start.offset);
+                }
+                wanted.push(match (got.record, got.at) {
+                    (Some(record), _) => Wanted::Ready(Arc::clone(record)),
+                    (None, Some(at)) => Wanted::Read {
+                        log_id: LogId {
+                            leader_id: got.leader.clone(),
+                            index,
+                        },
+                        at,
+                    },
+                    (None, None) => unreachable!("an entry not yet durable has its record"),
                 });
             }
             wanted

@@ -101,7 +101,7 @@ impl SharedLogBuilder {
         let groups = Arc::new(Mutex::new(
             groups
                 .into_iter()
-                .map(|(g, raw)| (g, Group::Raw(raw)))
+                .map(|(g, raw)| (g, Group::Raw(Box::new(raw))))
                 .collect(),
         ));
         let counters = Arc::new(Counters::default());

@@ -1,69 +1,36 @@
 //! What the store knows in memory: where each entry is, the vote, the committed
 //! and purged ids; rebuilt on open by replaying the log.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
-use openraft::{LogId, RaftTypeConfig, Vote};
+use openraft::{CommittedLeaderId, LogId, RaftTypeConfig, Vote};
 use walcodec::{LogDir, LogPosition};
 
 use crate::group::{GroupView, RawGroup};
+use crate::index::Index;
 use crate::record::{self, Record};
 use crate::Error;
-
-/// Where one entry is.
-pub(crate) enum Place {
-    /// Handed to the writer, not yet durable: readers decode this copy of its
-    /// record. `seq` tells the writer that the slot is still the one it wrote (a
-    /// truncation may have replaced it meanwhile).
-    Pending { seq: u64, record: Arc<[u8]> },
-    /// Durable, in the record at this range of the log.
-    Stored(Range<LogPosition>),
-    /// Durable at `at`, and its record still in memory: one of the latest entries,
-    /// which replication reads right after they are written (openraft 0.9's leader
-    /// replicates an entry once its flush callback fired). Readers decode this copy
-    /// instead of opening the segment; [`State::keep`] bounds the bytes kept.
-    Cached {
-        at: Range<LogPosition>,
-        record: Arc<[u8]>,
-    },
-}
-
-impl Place {
-    /// Where the entry is in the log, once durable.
-    pub(crate) fn stored_at(&self) -> Option<&Range<LogPosition>> {
-        match self {
-            Place::Pending { .. } => None,
-            Place::Stored(at) | Place::Cached { at, .. } => Some(at),
-        }
-    }
-}
 
 /// The most bytes of durable records [`State`] keeps in memory for readers: the
 /// latest entries, about one replication message's worth (readers' default
 /// [`MAX_READ_BYTES`](crate::MAX_READ_BYTES) is this) so that a follower a
-/// message behind is still served from memory.
+/// message behind is still served from memory. (openraft 0.9's leader
+/// replicates an entry once its flush callback fired: right after it is
+/// written.)
 pub(crate) const CACHE_BYTES: usize = 4 << 20;
-
-pub(crate) struct Slot<C: RaftTypeConfig> {
-    pub(crate) log_id: LogId<C::NodeId>,
-    pub(crate) place: Place,
-}
 
 /// The store's state. Entries are consecutive from `purged + 1`.
 pub(crate) struct State<C: RaftTypeConfig> {
-    pub(crate) slots: BTreeMap<u64, Slot<C>>,
+    /// Every entry: its leader id, where its record is, the records of the
+    /// latest ones.
+    pub(crate) index: Index<CommittedLeaderId<C::NodeId>>,
     pub(crate) purged: Option<LogId<C::NodeId>>,
     /// The last vote made durable.
     pub(crate) vote: Option<Vote<C::NodeId>>,
     /// The last committed id given to `save_committed`.
     pub(crate) committed: Option<LogId<C::NodeId>>,
-    /// Bytes of the records of `Place::Cached` slots.
-    pub(crate) cached_bytes: usize,
-    /// No `Place::Cached` slot has an index below this: where eviction looks first.
-    pub(crate) cached_from: u64,
-    /// Tags the slots of each append (see [`Place::Pending`]); kept here, not in
+    /// Tags the entries of each append (see [`Index::keep`]); kept here, not in
     /// the store, so that a group's store opened again never reuses a tag.
     pub(crate) seq: u64,
     /// Counts the rewrites that moved this group's entries: a read that found
@@ -77,7 +44,7 @@ pub(crate) struct State<C: RaftTypeConfig> {
 impl<C: RaftTypeConfig> GroupView for Mutex<State<C>> {
     fn is_empty(&self) -> bool {
         let state = self.lock().unwrap_or_else(PoisonError::into_inner);
-        state.slots.is_empty()
+        state.index.is_empty()
             && state.vote.is_none()
             && state.purged.is_none()
             && state.committed.is_none()
@@ -86,24 +53,15 @@ impl<C: RaftTypeConfig> GroupView for Mutex<State<C>> {
     fn first_entry(&self) -> Option<LogPosition> {
         let state = self.lock().unwrap_or_else(PoisonError::into_inner);
         if state.scattered {
-            return state
-                .slots
-                .values()
-                .filter_map(|slot| Some(slot.place.stored_at()?.start))
-                .min();
+            return state.index.positions().map(|(_, at)| at.start).min();
         }
         // Entries not yet durable come last: the first durable one is first.
-        let first = state.slots.first_key_value()?.1.place.stored_at()?.start;
-        Some(first)
+        Some(state.index.position(state.index.first()?)?.start)
     }
 
     fn entries(&self) -> Vec<(u64, Range<LogPosition>)> {
         let state = self.lock().unwrap_or_else(PoisonError::into_inner);
-        state
-            .slots
-            .iter()
-            .map_while(|(&index, slot)| Some((index, slot.place.stored_at()?.clone())))
-            .collect()
+        state.index.positions().collect()
     }
 
     fn moved(&self, moves: &[(u64, Range<LogPosition>, Range<LogPosition>)]) {
@@ -111,78 +69,43 @@ impl<C: RaftTypeConfig> GroupView for Mutex<State<C>> {
         state.moves += 1;
         // Moved in index order, after every durable record of the group.
         state.scattered = false;
-        for (index, from, to) in moves {
-            let Some(slot) = state.slots.get_mut(index) else {
-                continue;
-            };
-            match &mut slot.place {
-                Place::Stored(at) | Place::Cached { at, .. } if at == from => *at = to.clone(),
-                _ => {}
-            }
-        }
+        state.index.moved(moves);
     }
 }
 
 impl<C: RaftTypeConfig> State<C> {
+    /// The log id of the entry at `index`.
+    pub(crate) fn log_id(&self, index: u64) -> Option<LogId<C::NodeId>> {
+        Some(LogId {
+            leader_id: self.index.leader(index)?.clone(),
+            index,
+        })
+    }
+
     /// The log id of the last entry, or the purged id when there is none.
     pub(crate) fn last_log_id(&self) -> Option<LogId<C::NodeId>> {
-        match self.slots.last_key_value() {
-            Some((_, slot)) => Some(slot.log_id.clone()),
+        match self.index.last() {
+            Some(last) => self.log_id(last),
             None => self.purged.clone(),
         }
     }
 
     /// Drops the entries at and after `index`.
     pub(crate) fn truncate(&mut self, index: u64) {
-        let removed = self.slots.split_off(&index);
-        self.forget(removed);
+        self.index.truncate(index);
     }
 
-    /// Takes the cached records of `removed` slots off the count.
-    fn forget(&mut self, removed: BTreeMap<u64, Slot<C>>) {
-        for slot in removed.into_values() {
-            if let Place::Cached { record, .. } = slot.place {
-                self.cached_bytes -= record.len();
-            }
-        }
-    }
-
-    /// The entry at `index` (if the slot is still the one written with `seq`) is
-    /// durable at `at`: its record stays in memory, and the oldest cached records
-    /// go back to being read from the log once more than [`CACHE_BYTES`] are kept.
+    /// The entry at `index` (if it is still the one appended with `seq`) is
+    /// durable at `at`: its record stays in memory, and the oldest cached
+    /// records go back to being read from the log once more than
+    /// [`CACHE_BYTES`] are kept.
     pub(crate) fn keep(&mut self, index: u64, seq: u64, at: Range<LogPosition>) {
-        let Some(slot) = self.slots.get_mut(&index) else {
-            return;
-        };
-        let record = match &slot.place {
-            Place::Pending { seq: s, record } if *s == seq => Arc::clone(record),
-            _ => return,
-        };
-        self.cached_bytes += record.len();
-        slot.place = Place::Cached { at, record };
-        self.cached_from = self.cached_from.min(index);
-        while self.cached_bytes > CACHE_BYTES {
-            let oldest = self
-                .slots
-                .range_mut(self.cached_from..)
-                .find(|(_, slot)| matches!(slot.place, Place::Cached { .. }));
-            let Some((&index, slot)) = oldest else {
-                break;
-            };
-            let Place::Cached { at, record } = &slot.place else {
-                unreachable!("found as cached");
-            };
-            self.cached_bytes -= record.len();
-            slot.place = Place::Stored(at.clone());
-            self.cached_from = index + 1;
-        }
+        self.index.keep(index, seq, at, CACHE_BYTES);
     }
 
     /// Drops the entries up to `purged` (inclusive) and remembers it.
     pub(crate) fn purge(&mut self, purged: LogId<C::NodeId>) {
-        let kept = self.slots.split_off(&(purged.index + 1));
-        let removed = std::mem::replace(&mut self.slots, kept);
-        self.forget(removed);
+        self.index.purge(purged.index);
         if self.purged.as_ref().is_none_or(|p| *p < purged) {
             self.purged = Some(purged);
         }
@@ -191,12 +114,10 @@ impl<C: RaftTypeConfig> State<C> {
     /// An empty state.
     pub(crate) fn new() -> State<C> {
         State {
-            slots: BTreeMap::new(),
+            index: Index::default(),
             purged: None,
             vote: None,
             committed: None,
-            cached_bytes: 0,
-            cached_from: u64::MAX,
             seq: 0,
             moves: 0,
             scattered: false,
@@ -212,29 +133,16 @@ impl<C: RaftTypeConfig> State<C> {
             }
         };
         let mut state = State::new();
-        // Entries of one term share their leader's bytes: decode each run once.
-        let mut leader: Option<(&[u8], LogId<C::NodeId>)> = None;
-        for (&index, (bytes, at)) in &raw.entries {
-            let log_id = match &leader {
-                Some((b, id)) if *b == &bytes[..] => LogId {
-                    leader_id: id.leader_id.clone(),
-                    index,
-                },
-                _ => {
-                    let id =
-                        record::log_id_from::<C>(index, bytes).map_err(undecodable(at.start))?;
-                    leader = Some((bytes, id.clone()));
-                    id
-                }
-            };
-            state.slots.insert(
-                index,
-                Slot {
-                    log_id,
-                    place: Place::Stored(at.clone()),
-                },
-            );
-        }
+        // Entries of one leader share a run: each run's bytes decoded once.
+        state.index = raw.entries.map_leaders(|from, bytes| {
+            let at = raw
+                .entries
+                .position(from)
+                .map_or_else(LogPosition::default, |at| at.start);
+            record::log_id_from::<C>(from, bytes)
+                .map(|id| id.leader_id)
+                .map_err(undecodable(at))
+        })?;
         state.scattered = raw.scattered;
         if let Some((index, bytes, at)) = &raw.purged {
             state.purged = Some(record::log_id_from::<C>(*index, bytes).map_err(undecodable(*at))?);
@@ -264,14 +172,9 @@ impl<C: RaftTypeConfig> State<C> {
                 Record::Entry(log_id) => {
                     // Raft appends right after the last entry; an append at an
                     // index already held follows a truncation of it.
-                    state.truncate(log_id.index);
-                    state.slots.insert(
-                        log_id.index,
-                        Slot {
-                            log_id,
-                            place: Place::Stored(record.start..record.end),
-                        },
-                    );
+                    state
+                        .index
+                        .put(log_id.index, log_id.leader_id, &(record.start..record.end));
                 }
                 Record::Vote(vote) => state.vote = Some(vote),
                 Record::Committed(committed) => state.committed = committed,
@@ -291,6 +194,7 @@ impl<C: RaftTypeConfig> State<C> {
         if let Some(purged) = state.purged.clone() {
             state.purge(purged);
         }
+        state.index.compact();
         state.check_consecutive()?;
         state.clamp_committed(log.path());
         Ok(state)
@@ -322,18 +226,17 @@ impl<C: RaftTypeConfig> State<C> {
 
     /// Entries must follow each other from the purged id on.
     fn check_consecutive(&self) -> Result<(), Error> {
-        let mut expected = self.purged.as_ref().map(|p| p.index + 1);
-        for &index in self.slots.keys() {
-            if let Some(expected) = expected {
-                if index != expected {
-                    return Err(Error::Gap {
-                        expected,
-                        found: index,
-                    });
-                }
-            }
-            expected = Some(index + 1);
+        if let Some((expected, found)) = self.index.gap() {
+            return Err(Error::Gap { expected, found });
         }
-        Ok(())
+        match (&self.purged, self.index.first()) {
+            (Some(purged), Some(first)) if first != purged.index.saturating_add(1) => {
+                Err(Error::Gap {
+                    expected: purged.index.saturating_add(1),
+                    found: first,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 }

@@ -18,7 +18,7 @@ use crate::error::{vote_error, write_error};
 use crate::reader::LogReader;
 use crate::record;
 use crate::shared::Lease;
-use crate::state::{Place, Slot, State};
+use crate::state::State;
 use crate::writer::{Done, Op, Writer, SOLO};
 use crate::Error;
 
@@ -287,12 +287,14 @@ impl<C: RaftTypeConfig> LogStore<C> {
         // The purge record holds all the state the records before it held: the
         // whole segments before it, and before the first entry kept, may go.
         let mut cut = ranges[0].start;
-        if let Some(at) = self
-            .state()
-            .slots
-            .first_key_value()
-            .and_then(|(_, slot)| slot.place.stored_at())
-        {
+        let first = {
+            let state = self.state();
+            state
+                .index
+                .first()
+                .and_then(|first| state.index.position(first))
+        };
+        if let Some(at) = first {
             cut = cut.min(at.start);
         }
         self.reader.log.purge_before(cut).await?;
@@ -396,21 +398,14 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
         }
         state.seq += 1;
         let seq = state.seq;
-        if let Some(first) = entries.first() {
+        if !entries.is_empty() {
             // As replay does: an append replaces what it overlaps.
-            state.truncate(first.get_log_id().index);
-        }
-        for (entry, record) in entries.iter().zip(&records) {
-            let log_id = entry.get_log_id().clone();
-            state.slots.insert(
-                log_id.index,
-                Slot {
-                    log_id,
-                    place: Place::Pending {
-                        seq,
-                        record: Arc::clone(record),
-                    },
-                },
+            state.index.append(
+                first,
+                entries.iter().zip(&records).map(|(entry, record)| {
+                    (entry.get_log_id().leader_id.clone(), Arc::clone(record))
+                }),
+                seq,
             );
         }
         let done: Done = Box::new(move |outcome| match outcome {

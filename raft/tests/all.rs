@@ -39,6 +39,8 @@ mod shared;
 mod shared_crash;
 #[path = "shared_power_cut.rs"]
 mod shared_power_cut;
+#[path = "shared_read_race.rs"]
+mod shared_read_race;
 #[path = "shared_space.rs"]
 mod shared_space;
 #[path = "suite.rs"]

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use power_support::dir::{dir_image, write_image, DirOp, DirTrace, SimDir};
 use power_support::SplitMix;
-use support::ops::{Model, Op, Workload};
+use support::ops::{expected_at, Model, Op, Workload};
 use support::TypeConfig;
 use walcodec::testing::DirStorage;
 use walcodec::LogDirOptions;
@@ -70,20 +70,6 @@ async fn run_shared(dir: &Path, seed: u64, segment_bytes: u64) -> (Vec<DirOp>, V
     shared.close().await.unwrap();
     let ops = trace.lock().unwrap().ops().to_vec();
     (ops, calls)
-}
-
-/// What a group's calls left at `cut`: those finished, and the one in flight.
-fn expected_at(calls: &[(usize, usize, Op)], cut: usize) -> (Model, Option<Op>) {
-    let mut model = Model::default();
-    let mut in_flight = None;
-    for &(begin, done, op) in calls {
-        if done <= cut {
-            model.apply(&op);
-        } else if begin < cut {
-            in_flight = Some(op);
-        }
-    }
-    (model, in_flight)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -223,3 +223,19 @@ impl Workload {
         }
     }
 }
+
+/// What a store's calls left at step `cut` of a run: the model of the calls
+/// finished by then, and the call in flight (begun before it, finished after).
+/// Each call is `(step it began at, step it finished at, the call)`.
+pub fn expected_at(calls: &[(usize, usize, Op)], cut: usize) -> (Model, Option<Op>) {
+    let mut model = Model::default();
+    let mut in_flight = None;
+    for &(begin, done, op) in calls {
+        if done <= cut {
+            model.apply(&op);
+        } else if begin < cut {
+            in_flight = Some(op);
+        }
+    }
+    (model, in_flight)
+}
