@@ -599,8 +599,9 @@ impl Archiver {
     /// Uploads the first `len` bytes of `path`. Parts are read with positioned
     /// reads on a blocking thread, one part ahead of the upload; each part is
     /// checked on a [`ScanWorker`] while it (and the next ones) travel. Bytes held
-    /// at once: at most `parts_in_flight + 5` parts (uploading, queued for or
-    /// under the check, read ahead, in hand): 72 MiB with the defaults.
+    /// at once: at most `parts_in_flight + 6` parts (uploading, queued for or
+    /// under the check and the decoder's copy of that one, read ahead, in hand):
+    /// 80 MiB with the defaults.
     async fn upload_once(
         &self,
         path: &FsPath,

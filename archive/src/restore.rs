@@ -309,8 +309,9 @@ const RANGES_IN_FLIGHT: usize = 4;
 /// A `HEAD` first (a missing object is a gap; one of another size than listed
 /// is corrupt), then ranged GETs of [`RANGE_BYTES`], [`RANGES_IN_FLIGHT`] at
 /// once, taken in order by a [`ScanWorker`] that checks and writes them on a
-/// blocking thread: at most `RANGES_IN_FLIGHT + SCAN_QUEUE + 2` ranges held at
-/// once (fetching, queued, under the check, in hand), 64 MiB. The whole object's
+/// blocking thread: at most `RANGES_IN_FLIGHT + SCAN_QUEUE + 3` ranges' bytes
+/// held at once (fetching, queued, under the check and the decoder's copy of
+/// that one, in hand), 72 MiB. The whole object's
 /// CRC-32C is what ties the ranges together: ranges of two versions of an
 /// object replaced between them fail it.
 // One private helper with two callers (restore, verify); a struct of its
