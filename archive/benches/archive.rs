@@ -4,8 +4,13 @@
 //!
 //! `cargo bench -p walcodec-archive --bench archive`; `ARCHIVE_BENCH_MB` sets the
 //! log's size (default 256), `ARCHIVE_BENCH_SECS` each append run's length
-//! (default 3). Ratios are throughputs, the archive's over the plain transfer's,
-//! best of three alternating runs each.
+//! (default 3), `ARCHIVE_BENCH_ROUNDS` the rounds (default 5). Each round runs
+//! the archive's path and the plain transfer one after the other, in an order
+//! that alternates from round to round; a ratio is the archive's throughput over
+//! the plain transfer's in the same round, and the figure printed is the median
+//! of the rounds' ratios (each round's is printed too). The machine's load
+//! average is printed before and after: on a shared machine, read the figures
+//! beside it.
 
 #![allow(dead_code)]
 
@@ -76,7 +81,69 @@ fn mib_per_s(bytes: u64, elapsed: Duration) -> f64 {
     bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64()
 }
 
-async fn transfers(name: &str, store: Arc<dyn ObjectStore>, log_dir: &FsPath, bytes: u64) {
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len().is_multiple_of(2) {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    }
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Times `first` then `second`, or the other way round on odd rounds.
+async fn alternate<A, B, FA, FB>(round: usize, a: A, b: B) -> (Duration, Duration)
+where
+    A: FnOnce() -> FA,
+    B: FnOnce() -> FB,
+    FA: std::future::Future<Output = ()>,
+    FB: std::future::Future<Output = ()>,
+{
+    async fn timed<F: std::future::Future<Output = ()>>(f: F) -> Duration {
+        let started = Instant::now();
+        f.await;
+        started.elapsed()
+    }
+    if round.is_multiple_of(2) {
+        let a = timed(a()).await;
+        (a, timed(b()).await)
+    } else {
+        let b = timed(b()).await;
+        (timed(a()).await, b)
+    }
+}
+
+/// Prints one comparison: median throughputs and the median of the rounds'
+/// ratios (contender over baseline).
+fn report(what: &str, bytes: u64, rounds: &[(Duration, Duration)]) {
+    let ratios: Vec<f64> = rounds
+        .iter()
+        .map(|(plain, ours)| plain.as_secs_f64() / ours.as_secs_f64())
+        .collect();
+    let plain = median(rounds.iter().map(|r| mib_per_s(bytes, r.0)).collect());
+    let ours = median(rounds.iter().map(|r| mib_per_s(bytes, r.1)).collect());
+    let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+    println!(
+        "{what}: plain {plain:.0} MiB/s, ours {ours:.0} MiB/s (medians): ratio {:.2} \
+         (median of [{}]; goal >= 0.9)",
+        median(ratios.clone()),
+        each.join(", ")
+    );
+}
+
+async fn transfers(
+    name: &str,
+    store: Arc<dyn ObjectStore>,
+    log_dir: &FsPath,
+    bytes: u64,
+    rounds: usize,
+) {
     let listed = LogDir::list(log_dir).unwrap();
     let mut files: Vec<(u64, std::path::PathBuf)> = listed
         .segments
@@ -86,50 +153,47 @@ async fn transfers(name: &str, store: Arc<dyn ObjectStore>, log_dir: &FsPath, by
     files.pop(); // the active segment
     let numbers: Vec<u64> = files.iter().map(|f| f.0).collect();
     let log = LogDir::open(log_dir).await.unwrap();
-    let (mut plain_up, mut archive_up, mut plain_down, mut restore_down) =
-        (Duration::MAX, Duration::MAX, Duration::MAX, Duration::MAX);
-    for round in 0..3 {
-        let started = Instant::now();
-        plain_upload(&store, &format!("plain{round}"), &files).await;
-        plain_up = plain_up.min(started.elapsed());
-
-        let started = Instant::now();
-        Archiver::new(Arc::clone(&store), format!("archive{round}").into())
-            .archive_sealed(&log)
-            .await
-            .unwrap();
-        archive_up = archive_up.min(started.elapsed());
-
-        let target = tempfile::tempdir().unwrap();
-        let started = Instant::now();
-        plain_download(&store, &format!("plain{round}"), &numbers, target.path()).await;
-        plain_down = plain_down.min(started.elapsed());
-
-        let target = tempfile::tempdir().unwrap();
-        let started = Instant::now();
-        restore(
-            Arc::clone(&store),
-            format!("archive{round}").into(),
-            target.path(),
-            None,
-        )
-        .await
-        .unwrap();
-        restore_down = restore_down.min(started.elapsed());
+    let (mut up, mut down) = (Vec::new(), Vec::new());
+    println!("{name}: load average before {}", load());
+    for round in 0..rounds {
+        let (plain, archive) = (format!("plain{round}"), format!("archive{round}"));
+        up.push(
+            alternate(
+                round,
+                || plain_upload(&store, &plain, &files),
+                || async {
+                    Archiver::new(Arc::clone(&store), archive.as_str().into())
+                        .archive_sealed(&log)
+                        .await
+                        .unwrap();
+                },
+            )
+            .await,
+        );
+        let (plain_target, restore_target) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        down.push(
+            alternate(
+                round,
+                || plain_download(&store, &plain, &numbers, plain_target.path()),
+                || async {
+                    restore(
+                        Arc::clone(&store),
+                        archive.as_str().into(),
+                        restore_target.path(),
+                        None,
+                    )
+                    .await
+                    .unwrap();
+                },
+            )
+            .await,
+        );
     }
     log.close().await.unwrap();
-    println!(
-        "{name}: upload plain {:.0} MiB/s, archiver {:.0} MiB/s: ratio {:.2} (goal >= 0.9)",
-        mib_per_s(bytes, plain_up),
-        mib_per_s(bytes, archive_up),
-        plain_up.as_secs_f64() / archive_up.as_secs_f64()
-    );
-    println!(
-        "{name}: download plain {:.0} MiB/s, restore {:.0} MiB/s: ratio {:.2} (goal >= 0.9)",
-        mib_per_s(bytes, plain_down),
-        mib_per_s(bytes, restore_down),
-        plain_down.as_secs_f64() / restore_down.as_secs_f64()
-    );
+    report(&format!("{name}: archive / plain upload"), bytes, &up);
+    report(&format!("{name}: restore / plain download"), bytes, &down);
+    println!("{name}: load average after {}", load());
 }
 
 /// Appends/s of 64 tasks appending 1 KiB records for `secs`, with or without an
@@ -187,6 +251,7 @@ fn main() {
     runtime.block_on(async {
         let mb = env("ARCHIVE_BENCH_MB", 256);
         let secs = env("ARCHIVE_BENCH_SECS", 3);
+        let rounds = env("ARCHIVE_BENCH_ROUNDS", 5).max(1) as usize;
         let log_dir = tempfile::tempdir().unwrap();
         {
             let log = LogDir::builder()
@@ -214,20 +279,42 @@ fn main() {
         }
         let listed = LogDir::list(log_dir.path()).unwrap();
         let bytes: u64 = listed.segments.iter().map(|s| s.len).sum();
-        println!("log: {} segments, {} MiB", listed.segments.len() - 1, bytes >> 20);
-        let store_dir = tempfile::tempdir().unwrap();
-        transfers("local files", support::local_store(store_dir.path()), log_dir.path(), bytes).await;
-        let server = support::S3Server::start().await;
-        transfers("S3 (s3s-fs, 127.0.0.1)", server.store(), log_dir.path(), bytes).await;
-
-        let (mut without, mut with) = (0f64, 0f64);
-        for _ in 0..3 {
-            without = without.max(appends_per_sec(secs, false).await);
-            with = with.max(appends_per_sec(secs, true).await);
-        }
         println!(
-            "64-task appends of 1 KiB: {without:.0}/s alone, {with:.0}/s while archiving: ratio {:.2} (goal >= 0.95)",
-            with / without
+            "log: {} segments, {} MiB",
+            listed.segments.len() - 1,
+            bytes >> 20
         );
+        let store_dir = tempfile::tempdir().unwrap();
+        let local = support::local_store(store_dir.path());
+        transfers("local files", local, log_dir.path(), bytes, rounds).await;
+        let server = support::S3Server::start().await;
+        let s3 = server.store();
+        transfers("S3 (s3s-fs, 127.0.0.1)", s3, log_dir.path(), bytes, rounds).await;
+
+        println!("appends: load average before {}", load());
+        let mut ratios = Vec::new();
+        let (mut alone, mut archiving) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            let (without, with) = if round.is_multiple_of(2) {
+                let without = appends_per_sec(secs, false).await;
+                (without, appends_per_sec(secs, true).await)
+            } else {
+                let with = appends_per_sec(secs, true).await;
+                (appends_per_sec(secs, false).await, with)
+            };
+            alone.push(without);
+            archiving.push(with);
+            ratios.push(with / without);
+        }
+        let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+        println!(
+            "64-task appends of 1 KiB: {:.0}/s alone, {:.0}/s while archiving (medians): \
+             ratio {:.2} (median of [{}]; goal >= 0.95)",
+            median(alone),
+            median(archiving),
+            median(ratios.clone()),
+            each.join(", ")
+        );
+        println!("appends: load average after {}", load());
     });
 }

@@ -14,6 +14,7 @@ use crate::error::ArchiveError;
 use crate::manifest::{self, Manifest, SegmentEntry, Stored};
 use crate::restore::fetch_checked;
 use crate::scan::segment_decoder;
+use crate::scan::Output;
 use crate::store::{Bucket, RetryPolicy};
 
 /// Default bytes of one ranged read of [`Archive::records`]: 1 MiB.
@@ -286,10 +287,16 @@ impl Archive {
             let checked = self
                 .bucket
                 .retry(|| {
-                    fetch_checked(&self.bucket, &entry, &object, dialect, sealed, None, |c| {
-                        progress(c.len() as u64);
-                        Ok(())
-                    })
+                    fetch_checked(
+                        &self.bucket,
+                        &entry,
+                        &object,
+                        dialect,
+                        sealed,
+                        None,
+                        Output::none(),
+                        &progress,
+                    )
                 })
                 .await;
             match checked {

@@ -12,7 +12,7 @@ use walcodec::{Dialect, LogPosition};
 
 use crate::error::ArchiveError;
 use crate::manifest::{self, Manifest, SegmentEntry};
-use crate::scan::{Scanned, SegmentScan};
+use crate::scan::{Output, ScanWorker, Scanned, SegmentScan};
 use crate::store::{Bucket, RetryPolicy};
 
 type Progress = Arc<dyn Fn(u64) + Send + Sync>;
@@ -240,9 +240,10 @@ async fn restore_object(
     progress: Option<&Progress>,
 ) -> Result<Option<Scanned>, ArchiveError> {
     let file = std::fs::File::create(partial).map_err(|e| ArchiveError::io(partial, e))?;
-    let mut file = std::io::BufWriter::with_capacity(1 << 20, file);
-    let keep = step.cut.unwrap_or(u64::MAX);
-    let mut written = 0u64;
+    let output = Output {
+        file: Some(file.try_clone().map_err(|e| ArchiveError::io(partial, e))?),
+        keep: step.cut.unwrap_or(u64::MAX),
+    };
     let result = fetch_checked(
         bucket,
         &step.entry,
@@ -250,29 +251,22 @@ async fn restore_object(
         dialect,
         step.sealed,
         step.cut,
-        |chunk| {
-            // Bytes past the cut are checked, not written.
-            let room = keep.saturating_sub(written);
-            let take = usize::try_from(room).map_or(chunk.len(), |room| room.min(chunk.len()));
-            written += take as u64;
+        output,
+        |bytes| {
             if let Some(progress) = progress {
-                progress(chunk.len() as u64);
+                progress(bytes);
             }
-            file.write_all(&chunk[..take])
         },
     )
     .await;
     let scanned = match result {
-        Ok(scanned) => scanned,
+        Ok((scanned, _)) => scanned,
         Err(e) => {
             drop(file);
             let _ = std::fs::remove_file(partial);
             return Err(e);
         }
     };
-    let file = file
-        .into_inner()
-        .map_err(|e| ArchiveError::io(partial, e.into_error()))?;
     let len = match step.cut {
         None => scanned.len,
         Some(_) => scanned.cut,
@@ -302,9 +296,27 @@ async fn restore_object(
     }))
 }
 
-/// Reads the object of `entry` whole, hands each chunk to `sink`, and checks it:
-/// its size and CRC-32C against the manifest, its fragments and records through
-/// the decoder. `cut`: also find the last record end at or before it.
+/// Bytes of one ranged GET of a restore or a verify.
+const RANGE_BYTES: u64 = 8 << 20;
+/// Ranged GETs of one object in flight at once.
+const RANGES_IN_FLIGHT: usize = 4;
+
+/// Reads the object of `entry` whole and checks it: its size and CRC-32C against
+/// the manifest, its fragments and records through the decoder; writes its bytes
+/// to `output` on the way, as they are checked. `cut`: also find the last record
+/// end at or before it. `progress` hears of each chunk as it arrives.
+///
+/// A `HEAD` first (a missing object is a gap; one of another size than listed
+/// is corrupt), then ranged GETs of [`RANGE_BYTES`], [`RANGES_IN_FLIGHT`] at
+/// once, taken in order by a [`ScanWorker`] that checks and writes them on a
+/// blocking thread: at most `RANGES_IN_FLIGHT + SCAN_QUEUE + 3` ranges' bytes
+/// held at once (fetching, queued, under the check and the decoder's copy of
+/// that one, in hand), 72 MiB. The whole object's
+/// CRC-32C is what ties the ranges together: ranges of two versions of an
+/// object replaced between them fail it.
+// One private helper with two callers (restore, verify); a struct of its
+// arguments would only move the list.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn fetch_checked(
     bucket: &Bucket,
     entry: &SegmentEntry,
@@ -312,61 +324,55 @@ pub(crate) async fn fetch_checked(
     dialect: Dialect,
     sealed: bool,
     cut: Option<u64>,
-    mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
-) -> Result<Scanned, ArchiveError> {
+    output: Output,
+    mut progress: impl FnMut(u64),
+) -> Result<(Scanned, Output), ArchiveError> {
     let location = bucket.path(object);
     let corrupt = |reason: String| ArchiveError::Corrupt {
         object: location.to_string(),
         segment: entry.number,
         reason,
     };
-    let result = bucket
-        .request(&format!("GET {location}"), bucket.store.get(&location))
+    let head = bucket
+        .request(&format!("HEAD {location}"), bucket.store.head(&location))
         .await;
-    let result = match result {
+    let stored_size = match head {
         Err(ArchiveError::Store(object_store::Error::NotFound { .. })) => {
             return Err(ArchiveError::Gap {
                 segment: entry.number,
                 reason: format!("the manifest lists {location}, which the store does not hold"),
             })
         }
-        other => other?,
+        other => other?.size,
     };
-    // What the store says the object holds: a body shorter than that was cut on
-    // its way (retried as the policy allows), not damage at rest.
-    let stored_size = result.meta.size;
-    let mut stream = result.into_stream();
+    if stored_size != entry.size {
+        return Err(corrupt(format!(
+            "{stored_size} bytes, not the {} listed",
+            entry.size
+        )));
+    }
     let mut scan = SegmentScan::new(entry.number, dialect);
     if let Some(cut) = cut {
         scan = scan.cut_at(cut);
     }
-    loop {
-        let chunk = match tokio::time::timeout(bucket.retry_timeout(), stream.next()).await {
-            Err(_) => {
-                return Err(ArchiveError::Timeout {
-                    what: format!("reading {location}"),
-                })
-            }
-            Ok(None) => break,
-            Ok(Some(chunk)) => chunk?,
-        };
-        if scan.len() + chunk.len() as u64 > entry.size {
-            return Err(corrupt(format!(
-                "longer than the {} bytes listed",
-                entry.size
-            )));
-        }
-        scan.feed(&chunk);
-        sink(&chunk).map_err(|e| ArchiveError::io(PathBuf::from(object), e))?;
+    let mut worker = ScanWorker::spawn(scan, output);
+    let ranges = (0..entry.size)
+        .step_by(RANGE_BYTES as usize)
+        .map(|start| start..(start + RANGE_BYTES).min(entry.size));
+    let mut fetched = futures::stream::iter(ranges)
+        .map(|range| bucket.get_range(&location, range))
+        .buffered(RANGES_IN_FLIGHT);
+    while let Some(chunk) = fetched.next().await {
+        let chunk = chunk?;
+        progress(chunk.len() as u64);
+        worker.feed(chunk).await;
     }
+    drop(fetched);
+    let (scan, output) = worker
+        .finish()
+        .await
+        .map_err(|e| ArchiveError::io(PathBuf::from(object), e))?;
     let len = scan.len();
-    if len != stored_size {
-        return Err(ArchiveError::ShortRead {
-            object: location.to_string(),
-            expected: stored_size,
-            got: len,
-        });
-    }
     if len != entry.size {
         return Err(corrupt(format!(
             "{len} bytes, not the {} listed",
@@ -387,7 +393,7 @@ pub(crate) async fn fetch_checked(
             scanned.records, scanned.records_end, entry.records, entry.records_end
         )));
     }
-    Ok(scanned)
+    Ok((scanned, output))
 }
 
 /// Creates `dir` if needed; refuses one that holds segments already.

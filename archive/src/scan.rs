@@ -180,3 +180,87 @@ impl SegmentScan {
 
 /// Pebble's EOF trailer: a recyclable header of the next log number.
 const EOF_TRAILER_BYTES: u64 = 11;
+
+/// Chunks queued for a [`ScanWorker`] before the one feeding it waits: with the
+/// chunk being scanned, at most `SCAN_QUEUE + 1` chunks held by the check.
+pub(crate) const SCAN_QUEUE: usize = 2;
+
+/// Where a checked object's bytes go on their way down (a restore's file, or
+/// nowhere for a verify): written by the [`ScanWorker`], at their offsets, up to
+/// `keep` bytes.
+pub(crate) struct Output {
+    pub(crate) file: Option<std::fs::File>,
+    /// Bytes past this are checked, not written (a point-in-time cut).
+    pub(crate) keep: u64,
+}
+
+impl Output {
+    /// Bytes checked and dropped.
+    pub(crate) fn none() -> Output {
+        Output {
+            file: None,
+            keep: 0,
+        }
+    }
+
+    fn write(&mut self, at: u64, chunk: &[u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let room = self.keep.saturating_sub(at);
+        let take = usize::try_from(room).map_or(chunk.len(), |room| room.min(chunk.len()));
+        if take > 0 {
+            file.write_all_at(&chunk[..take], at)?;
+        }
+        Ok(())
+    }
+}
+
+/// A [`SegmentScan`] (and the [`Output`] of the bytes it checks) on a blocking
+/// thread, fed in order through a bounded queue: checking a segment's bytes
+/// (two CRC passes and the decoder) and writing them overlap with moving them,
+/// instead of taking turns with it on the task that moves them.
+pub(crate) struct ScanWorker {
+    queue: Option<tokio::sync::mpsc::Sender<Bytes>>,
+    task: tokio::task::JoinHandle<(SegmentScan, std::io::Result<Output>)>,
+}
+
+impl ScanWorker {
+    pub(crate) fn spawn(mut scan: SegmentScan, mut output: Output) -> ScanWorker {
+        let (queue, mut chunks) = tokio::sync::mpsc::channel::<Bytes>(SCAN_QUEUE);
+        let task = tokio::task::spawn_blocking(move || {
+            let mut failed = None;
+            while let Some(chunk) = chunks.blocking_recv() {
+                let at = scan.len();
+                scan.feed(&chunk);
+                if failed.is_none() {
+                    failed = output.write(at, &chunk).err();
+                }
+            }
+            match failed {
+                Some(e) => (scan, Err(e)),
+                None => (scan, Ok(output)),
+            }
+        });
+        ScanWorker {
+            queue: Some(queue),
+            task,
+        }
+    }
+
+    /// Queues the next chunk, waiting while the queue is full.
+    pub(crate) async fn feed(&mut self, chunk: Bytes) {
+        if let Some(queue) = &self.queue {
+            // An error means the worker is gone (it panicked): `finish` says so.
+            let _ = queue.send(chunk).await;
+        }
+    }
+
+    /// Waits until every chunk fed is checked (and written).
+    pub(crate) async fn finish(mut self) -> std::io::Result<(SegmentScan, Output)> {
+        self.queue = None;
+        let (scan, output) = (&mut self.task).await.map_err(std::io::Error::other)?;
+        Ok((scan, output?))
+    }
+}
