@@ -1,19 +1,20 @@
 //! [`Archiver`]: ships each sealed segment of a [`LogDir`] to the object store
 //! once, in order, checks it, then lists it in the manifest.
 
-use std::path::Path as FsPath;
+use std::path::{Path as FsPath, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use walcodec::{Dialect, LogDir, LogPosition, RetentionHold};
 
 use crate::error::ArchiveError;
 use crate::manifest::{self, now_ms, Manifest, SegmentEntry, Stored};
-use crate::scan::{Output, ScanWorker, SegmentScan};
+use crate::scan::SegmentScan;
 use crate::store::{Bucket, RetryPolicy};
 
 /// Default size of one part of a multipart upload, and the size from which a
@@ -596,12 +597,6 @@ impl Archiver {
             .await
     }
 
-    /// Uploads the first `len` bytes of `path`. Parts are read with positioned
-    /// reads on a blocking thread, one part ahead of the upload; each part is
-    /// checked on a [`ScanWorker`] while it (and the next ones) travel. Bytes held
-    /// at once: at most `parts_in_flight + 6` parts (uploading, queued for or
-    /// under the check and the decoder's copy of that one, read ahead, in hand):
-    /// 80 MiB with the defaults.
     async fn upload_once(
         &self,
         path: &FsPath,
@@ -610,18 +605,14 @@ impl Archiver {
         location: &Path,
         dialect: Dialect,
     ) -> Result<SegmentScan, ArchiveError> {
-        let file = {
-            let opening = path.to_path_buf();
-            tokio::task::spawn_blocking(move || std::fs::File::open(&opening))
-                .await
-                .map_err(|e| ArchiveError::io(path, std::io::Error::other(e)))?
-        };
-        let file = Arc::new(file.map_err(|e| ArchiveError::io(path, e))?);
-        let mut scan = ScanWorker::spawn(SegmentScan::new(number, dialect), Output::none());
+        let mut file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| ArchiveError::io(path, e))?;
+        let mut scan = SegmentScan::new(number, dialect);
         let part = self.part_bytes as u64;
         if len <= part {
-            let bytes = read_at(&file, path, 0, len).await?;
-            scan.feed(bytes.clone()).await;
+            let bytes = read_chunk(&mut file, path, len).await?;
+            scan.feed(&bytes);
             self.bucket
                 .request(
                     &format!("PUT {location}"),
@@ -631,7 +622,7 @@ impl Archiver {
                 )
                 .await?;
             self.progressed(len);
-            return finish_scan(scan, path).await;
+            return Ok(scan);
         }
         let upload = self
             .bucket
@@ -641,19 +632,12 @@ impl Archiver {
             )
             .await?;
         let mut upload = WriteMultipart::new_with_chunk_size(upload, self.part_bytes);
+        let mut left = len;
         let result: Result<(), ArchiveError> = async {
-            let mut offset = 0u64;
-            let mut next = Some(spawn_read(&file, path, 0, len.min(part)));
-            while let Some(reading) = next.take() {
-                let bytes = reading
-                    .await
-                    .map_err(|e| ArchiveError::io(path, std::io::Error::other(e)))??;
-                let want = bytes.len() as u64;
-                offset += want;
-                if offset < len {
-                    next = Some(spawn_read(&file, path, offset, (len - offset).min(part)));
-                }
-                scan.feed(bytes.clone()).await;
+            while left > 0 {
+                let want = left.min(part);
+                let bytes = read_chunk(&mut file, path, want).await?;
+                scan.feed(&bytes);
                 self.bucket
                     .request(
                         &format!("a part of {location}"),
@@ -661,6 +645,7 @@ impl Archiver {
                     )
                     .await?;
                 upload.put(bytes);
+                left -= want;
                 self.progressed(want);
             }
             Ok(())
@@ -670,14 +655,10 @@ impl Archiver {
             let _ = tokio::time::timeout(self.bucket.retry_timeout(), upload.abort()).await;
             return Err(e);
         }
-        // The check and the last parts' uploads finish side by side.
-        let completing = format!("completing {location}");
-        let (uploaded, scanned) = tokio::join!(
-            self.bucket.request(&completing, upload.finish()),
-            finish_scan(scan, path)
-        );
-        uploaded?;
-        scanned
+        self.bucket
+            .request(&format!("completing {location}"), upload.finish())
+            .await?;
+        Ok(scan)
     }
 
     fn progressed(&self, bytes: u64) {
@@ -757,41 +738,21 @@ async fn try_lock(dir: &FsPath) -> Result<Option<std::fs::File>, ArchiveError> {
     .map_err(|e| ArchiveError::io(dir, std::io::Error::other(e)))?
 }
 
-/// Reads exactly `len` bytes of `file` from `offset` on a blocking thread.
-fn spawn_read(
-    file: &Arc<std::fs::File>,
+/// Reads exactly `len` bytes of `file` (a segment: its length is known).
+async fn read_chunk(
+    file: &mut tokio::fs::File,
     path: &FsPath,
-    offset: u64,
-    len: u64,
-) -> tokio::task::JoinHandle<Result<Bytes, ArchiveError>> {
-    let (file, path) = (Arc::clone(file), path.to_path_buf());
-    tokio::task::spawn_blocking(move || {
-        use std::os::unix::fs::FileExt;
-        let len = usize::try_from(len).map_err(|_| {
-            ArchiveError::io(
-                &path,
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, "chunk too large"),
-            )
-        })?;
-        let mut buf = vec![0; len];
-        file.read_exact_at(&mut buf, offset)
-            .map_err(|e| ArchiveError::io(&path, e))?;
-        Ok(Bytes::from(buf))
-    })
-}
-
-async fn read_at(
-    file: &Arc<std::fs::File>,
-    path: &FsPath,
-    offset: u64,
     len: u64,
 ) -> Result<Bytes, ArchiveError> {
-    spawn_read(file, path, offset, len)
+    let len = usize::try_from(len).map_err(|_| {
+        ArchiveError::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "chunk too large"),
+        )
+    })?;
+    let mut buf = BytesMut::zeroed(len);
+    file.read_exact(&mut buf)
         .await
-        .map_err(|e| ArchiveError::io(path, std::io::Error::other(e)))?
-}
-
-async fn finish_scan(scan: ScanWorker, path: &FsPath) -> Result<SegmentScan, ArchiveError> {
-    let (scan, _) = scan.finish().await.map_err(|e| ArchiveError::io(path, e))?;
-    Ok(scan)
+        .map_err(|e| ArchiveError::io(PathBuf::from(path), e))?;
+    Ok(buf.freeze())
 }
