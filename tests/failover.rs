@@ -217,6 +217,97 @@ async fn failback_after_a_purge_is_found_and_rewound() {
     failback(false, true).await;
 }
 
+/// Failback where the fork falls inside a recycled segment: the old primary
+/// reuses purged files (RocksDB's recyclable records), so the segment it forked
+/// in, and the ones it appended after, are files that held older segments; past
+/// the end of what was written they still hold those bytes. The old primary's
+/// records that never reached the replica are found, rewound and replaced, and
+/// what the copy holds reads back as the new primary's log, record for record,
+/// its segments byte-identical to the new primary's up to their ends.
+#[tokio::test]
+async fn failback_inside_a_recycled_segment_is_found_and_rewound() {
+    let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let recycling = small_segments().recycle_segments(4).clone();
+    let old = recycling.open(p.path()).await.unwrap();
+    append(&old, 0, 0..40).await;
+    // Purged segments go to the pool; the next segments are their files.
+    let pooled = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".recycle")
+            })
+            .count()
+    };
+    let purged = old.purge_before(old.end()).await.unwrap();
+    assert!(purged.len() >= 2, "a pool to recycle from: {purged:?}");
+    let pool = pooled(p.path());
+    assert!(pool >= 2, "purged files kept for reuse: {pool}");
+    append(&old, 3, 0..40).await;
+    let shipped = old.end();
+    assert_ne!(shipped.offset, 0, "the fork is inside a segment");
+    assert!(shipped.segment > *purged.last().unwrap());
+    assert!(
+        pooled(p.path()) < pool,
+        "the new segments are recycled files"
+    );
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    catch_up(&old, &mut replica).await;
+    // Records the replica never gets, in the recycled segment and the next ones.
+    append(&old, 1, 0..50).await;
+    old.close().await.unwrap();
+    drop(old);
+
+    let new = replica.promote_with(&recycling).await.unwrap();
+    append(&new, 2, 0..30).await;
+    let mut back = Replica::open(p.path()).await.unwrap();
+    let before = snapshot(p.path());
+    let refused = connect(&new, &mut back).await;
+    assert_diverged(&refused, shipped);
+    assert_eq!(
+        snapshot(p.path()),
+        before,
+        "the diverged replica was written"
+    );
+    back.rewind(shipped).await.unwrap();
+    assert_eq!(back.end(), shipped);
+    catch_up(&new, &mut back).await;
+    back.close().await.unwrap();
+    let end = new.close().await.unwrap();
+    let expected: Vec<Vec<u8>> = (0..6)
+        .map(|i| record(3, i))
+        .chain((0..30).map(|i| record(2, i)))
+        .collect();
+    let copied = read_all(p.path()).await;
+    assert_eq!(
+        copied,
+        read_all(r.path()).await,
+        "the copy reads as the new primary"
+    );
+    assert!(copied.ends_with(&expected), "{} records", copied.len());
+    // Each segment of the copy is the new primary's up to its end (a recycled
+    // file may hold old bytes past it).
+    for segment in LogDir::list(r.path()).unwrap().segments {
+        let theirs = std::fs::read(&segment.path).unwrap();
+        let ours = std::fs::read(p.path().join(segment.path.file_name().unwrap())).unwrap();
+        let len = if segment.number == end.segment {
+            end.offset as usize
+        } else {
+            theirs.len()
+        };
+        assert!(ours.len() >= len, "segment {} short", segment.number);
+        assert!(
+            ours[..len] == theirs[..len],
+            "segment {} differs",
+            segment.number
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_truncation_while_the_replica_was_away_is_found() {
     let (p, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
