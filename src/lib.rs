@@ -113,7 +113,7 @@ pub use decoder::{
 };
 pub use error::{Corruption, CorruptionKind, Error, LogChange};
 pub use format::fragment::Dialect;
-pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+pub use format::{block_start, Position, BLOCK_SIZE, HEADER_SIZE};
 /// The version of the replication protocol (see [`Replica`]).
 pub use logdir::PROTOCOL_VERSION as REPLICATION_PROTOCOL_VERSION;
 pub use logdir::{

@@ -68,14 +68,14 @@ use tokio_util::codec::Decoder;
 
 use crate::error::{Corruption, CorruptionKind, Error};
 use crate::format::fragment::{
-    header_size_of, Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed,
+    header_size_of, Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed, Part,
     RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE,
 };
 use crate::format::metadata::{
     MetadataRecord, PredecessorWalInfo, TimestampSize, TimestampSizes, WalCompressionType,
 };
 use crate::format::zeros::{all_zero, first_nonzero, last_nonzero};
-use crate::format::{Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+use crate::format::{Position, BLOCK_SIZE, HEADER_SIZE};
 use assembly::{Assembly, Parts};
 use damage::{Skip, SkipReason, ZeroSuspect};
 use dialect::{LogState, MetadataReporter};

@@ -29,8 +29,9 @@
 //!
 //! ```
 //! use bytes::BytesMut;
+//! use walcodec::fragment::FragmentType;
 //! use walcodec::physical::{Chunk, Chunks};
-//! use walcodec::{LogEncoder, RecordType};
+//! use walcodec::LogEncoder;
 //!
 //! let mut log = BytesMut::new();
 //! let mut encoder = LogEncoder::new();
@@ -40,7 +41,7 @@
 //! let types: Vec<_> = Chunks::new(&log, 0)
 //!     .filter_map(|chunk| match chunk {
 //!         Chunk::Fragment { offset, header, checksum_ok: true, .. } => {
-//!             Some((offset, header.record_type()))
+//!             Some((offset, header.fragment_type()))
 //!         }
 //!         _ => None,
 //!     })
@@ -48,9 +49,9 @@
 //! assert_eq!(
 //!     types,
 //!     [
-//!         (0, Some(RecordType::Full)),
-//!         (12, Some(RecordType::First)),
-//!         (32768, Some(RecordType::Last)),
+//!         (0, Some(FragmentType::Full)),
+//!         (12, Some(FragmentType::First)),
+//!         (32768, Some(FragmentType::Last)),
 //!     ]
 //! );
 //! ```
@@ -98,7 +99,7 @@ use crate::format::fragment::{
 use crate::format::metadata::{
     MetadataError, PredecessorWalInfo, TimestampSizes, WalCompressionType,
 };
-use crate::format::{fragment_crc, unmask, RecordType, BLOCK_SIZE, HEADER_SIZE};
+use crate::format::{fragment_crc, unmask, BLOCK_SIZE, HEADER_SIZE};
 
 /// A fragment header as stored: nothing in it is checked yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -107,7 +108,7 @@ pub struct Header {
     pub checksum: u32,
     /// The payload length.
     pub length: u16,
-    /// The type byte; see [`Header::record_type`].
+    /// The type byte; see [`Header::fragment_type`].
     pub type_byte: u8,
 }
 
@@ -123,15 +124,15 @@ impl Header {
         })
     }
 
-    /// The record type, or `None` for a type byte LevelDB does not define.
-    pub fn record_type(&self) -> Option<RecordType> {
-        RecordType::from_u8(self.type_byte)
+    /// The type, or `None` for a type byte LevelDB does not define.
+    pub fn fragment_type(&self) -> Option<FragmentType> {
+        FragmentType::from_u8(self.type_byte, Dialect::LevelDb)
     }
 
     /// Whether this is what preallocated (zero-filled) space reads as: type 0 and
     /// length 0. Readers skip the rest of the block after it.
     pub fn is_zero_fill(&self) -> bool {
-        self.type_byte == RecordType::Zero.as_u8() && self.length == 0
+        self.type_byte == FragmentType::Zero.as_u8() && self.length == 0
     }
 
     /// Whether the stored checksum matches `payload`.
@@ -799,11 +800,11 @@ mod tests {
                     ..
                 } => {
                     open.extend_from_slice(payload);
-                    match header.record_type() {
-                        Some(RecordType::Full) | Some(RecordType::Last) => {
+                    match header.fragment_type() {
+                        Some(FragmentType::Full) | Some(FragmentType::Last) => {
                             rebuilt.push(std::mem::take(&mut open))
                         }
-                        Some(RecordType::First) | Some(RecordType::Middle) => {}
+                        Some(FragmentType::First) | Some(FragmentType::Middle) => {}
                         other => panic!("unexpected type {other:?}"),
                     }
                 }
