@@ -150,7 +150,7 @@ pub(crate) fn judge(chunk: &Chunk<'_>) -> Status {
             ..
         } => {
             let known = matches!(
-                header.fragment_type(),
+                FragmentType::from_u8(header.type_byte, Dialect::LevelDb),
                 Some(
                     FragmentType::Full
                         | FragmentType::First
