@@ -41,7 +41,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use criterion::Criterion;
 use futures::{FutureExt, StreamExt};
-use walcodec::{DirReader, LogDir, LogPosition, WriterOptions, DEFAULT_PREALLOCATE_BYTES};
+use walcodec::{DirReader, LogDir, LogPosition, WriterOptions};
 
 #[path = "common/durable.rs"]
 mod durable;
@@ -68,7 +68,7 @@ const SLEEP_ENV: &str = "WALCODEC_FOLLOW_BENCH_SLEEP";
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Follower {
     None,
-    /// Woken at most once per `DEFAULT_WAKE_INTERVAL` while the log is busy.
+    /// Woken at most once per `LogDirOptions::DEFAULT_WAKE_INTERVAL` while the log is busy.
     InProcess,
     /// `with_wake_interval(Duration::ZERO)`: woken by every commit.
     InProcessEveryCommit,
@@ -383,7 +383,13 @@ fn benches(c: &mut Criterion, dir: &Path) {
     ] {
         group.bench_function(format!("logdir_1_task_{name}"), |b| {
             b.iter_custom(|iters| {
-                let run = runtime.block_on(run(dir, 1, iters, DEFAULT_PREALLOCATE_BYTES, follower));
+                let run = runtime.block_on(run(
+                    dir,
+                    1,
+                    iters,
+                    WriterOptions::DEFAULT_PREALLOCATE_BYTES,
+                    follower,
+                ));
                 Duration::from_secs_f64(iters as f64 / run.appends_per_second)
             })
         });
@@ -416,7 +422,10 @@ fn tables(dir: &Path) {
         if !only_tasks.is_empty() && only_tasks != tasks.to_string() {
             continue;
         }
-        for (label, step) in [("preallocated", DEFAULT_PREALLOCATE_BYTES), ("growing", 0)] {
+        for (label, step) in [
+            ("preallocated", WriterOptions::DEFAULT_PREALLOCATE_BYTES),
+            ("growing", 0),
+        ] {
             if !only_segments.is_empty() && only_segments != label {
                 continue;
             }

@@ -24,7 +24,7 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use criterion::{Criterion, Throughput};
-use walcodec::{LogDir, WriterOptions, DEFAULT_PREALLOCATE_BYTES};
+use walcodec::{LogDir, WriterOptions};
 
 #[path = "common/durable.rs"]
 mod durable;
@@ -99,7 +99,10 @@ fn benches(c: &mut Criterion, dir: &Path) {
     let mut group = c.benchmark_group("preallocate");
     group.throughput(Throughput::Elements(1));
     group.sample_size(10);
-    for (name, step) in [("growing", 0), ("preallocated", DEFAULT_PREALLOCATE_BYTES)] {
+    for (name, step) in [
+        ("growing", 0),
+        ("preallocated", WriterOptions::DEFAULT_PREALLOCATE_BYTES),
+    ] {
         let options = writer_options(step);
         group.bench_function(format!("writer_1_task_{name}"), |b| {
             b.iter_custom(|iters| {
@@ -153,7 +156,7 @@ fn row(
 
 fn paired_table(dir: &Path) {
     let runtime = runtime();
-    let step = DEFAULT_PREALLOCATE_BYTES;
+    let step = WriterOptions::DEFAULT_PREALLOCATE_BYTES;
     println!();
     println!(
         "paired: {ROUNDS} rounds, about {} ms each side, each side first in every other \

@@ -35,7 +35,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::net::{TcpListener, TcpStream};
-use walcodec::{LogDir, LogPosition, Replica, DEFAULT_WAKE_INTERVAL};
+use walcodec::{LogDir, LogDirOptions, LogPosition, Replica};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -124,9 +124,10 @@ fn read_seen(child: Child) -> Result<Vec<(LogPosition, u64)>, BoxError> {
 
 async fn run(replicas: usize, sync: usize, seconds: f64) -> Result<Run, BoxError> {
     let dir = tempfile::tempdir()?;
-    let wake = std::env::var("REPLICA_WAKE_US").map_or(Ok(DEFAULT_WAKE_INTERVAL), |us| {
-        us.parse().map(Duration::from_micros)
-    })?;
+    let wake = std::env::var("REPLICA_WAKE_US")
+        .map_or(Ok(LogDirOptions::DEFAULT_WAKE_INTERVAL), |us| {
+            us.parse().map(Duration::from_micros)
+        })?;
     let log = LogDir::builder()
         .replica_wake_interval(wake)
         .sync_replicas(sync)

@@ -110,29 +110,23 @@ pub use codec::record_writer::{LogWriter, RecordWriter};
 pub use codec::recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
 pub use decoder::{
     DecodeStats, LogDecoder, LogDecoderBuilder, LogInput, ParseRecoveryError, Recovery,
-    DEFAULT_MAX_RECORD_BYTES,
 };
 pub use error::{Corruption, CorruptionKind, Error, LogChange};
 pub use format::fragment::Dialect;
-pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+pub use format::{block_start, Position, BLOCK_SIZE, HEADER_SIZE};
 /// The version of the replication protocol (see [`Replica`]).
 pub use logdir::PROTOCOL_VERSION as REPLICATION_PROTOCOL_VERSION;
 pub use logdir::{
     DirReader, DirRecord, Epoch, History, LogDir, LogDirOptions, LogId, LogPosition,
     ParsePositionError, Replica, RetentionHold, SegmentInfo, SegmentList, ShipStats, SyncEnd,
-    DEFAULT_MAX_SEGMENT_BYTES, DEFAULT_WAKE_INTERVAL,
 };
 pub use reader::record::RecordReader;
 pub use reader::repair::{repair_log, scan_log, RepairOptions, TailScan};
 pub use reader::{
     split_ranges, ChunkReader, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,
-    CHUNK_ALIGN, DEFAULT_CHUNKS_IN_FLIGHT, DEFAULT_CHUNK_BYTES, DEFAULT_POLL_INTERVAL,
+    CHUNK_ALIGN,
 };
-pub use writer::{
-    AsyncLogWriter, WriterOptions, WriterStats, DEFAULT_IDLE_SPIN, DEFAULT_MAX_BATCH_BYTES,
-    DEFAULT_MAX_QUEUED_BYTES, DEFAULT_PREALLOCATE_BYTES, DEFAULT_SLOW_SYNC_THRESHOLD,
-    DEFAULT_STREAM_STALL_TIMEOUT,
-};
+pub use writer::{AsyncLogWriter, WriterOptions, WriterStats};
 
 // Every Rust snippet of docs/ is compiled (and, unless `no_run`, run) as a test. The
 // README's are, in walcodec-raft (its Raft example needs that crate).

@@ -11,7 +11,7 @@
 use bytes::BytesMut;
 use proptest::prelude::*;
 use walcodec::fragment::{Defect, FragmentRules, Parsed};
-use walcodec::physical::{Chunk, Chunks, Header, Piece, Pieces};
+use walcodec::physical::{Chunk, Chunks, Piece, Pieces};
 use walcodec::{Dialect, LogEncoder, BLOCK_SIZE};
 
 /// `physical::Chunks`, written on the fragment layer.
@@ -25,11 +25,6 @@ fn chunks_via_fragments(bytes: &[u8], start: u64) -> Vec<Chunk<'_>> {
         let block_left = BLOCK_SIZE - (offset % BLOCK_SIZE as u64) as usize;
         let rest = &bytes[pos..];
         let in_block = block_left.min(rest.len());
-        let legacy = |h: walcodec::fragment::FragmentHeader| Header {
-            checksum: h.checksum,
-            length: h.length,
-            type_byte: h.type_byte,
-        };
         match rules.parse(rest, block_left) {
             Parsed::Trailer { .. } => {
                 out.push(Chunk::Trailer {
@@ -48,7 +43,7 @@ fn chunks_via_fragments(bytes: &[u8], start: u64) -> Vec<Chunk<'_>> {
             Parsed::Incomplete { header, .. } => {
                 out.push(Chunk::Torn {
                     offset,
-                    header: header.map(legacy),
+                    header,
                     bytes: rest,
                 });
                 pos = bytes.len();
@@ -56,7 +51,7 @@ fn chunks_via_fragments(bytes: &[u8], start: u64) -> Vec<Chunk<'_>> {
             Parsed::Defect(Defect::BadLength { header, block_left }) => {
                 out.push(Chunk::BadLength {
                     offset,
-                    header: legacy(header),
+                    header,
                     bytes: &rest[..block_left],
                 });
                 pos += block_left;
@@ -64,7 +59,7 @@ fn chunks_via_fragments(bytes: &[u8], start: u64) -> Vec<Chunk<'_>> {
             Parsed::Fragment(fragment) => {
                 out.push(Chunk::Fragment {
                     offset,
-                    header: legacy(fragment.header()),
+                    header: fragment.header(),
                     payload: &rest[fragment.payload_range()],
                     checksum_ok: true,
                 });
@@ -73,7 +68,7 @@ fn chunks_via_fragments(bytes: &[u8], start: u64) -> Vec<Chunk<'_>> {
             Parsed::Defect(Defect::ChecksumMismatch { fragment, .. }) => {
                 out.push(Chunk::Fragment {
                     offset,
-                    header: legacy(fragment.header()),
+                    header: fragment.header(),
                     payload: &rest[fragment.payload_range()],
                     checksum_ok: false,
                 });

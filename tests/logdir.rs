@@ -668,7 +668,7 @@ async fn an_oversized_record_is_refused_without_rotating() {
         .await
         .unwrap();
     log.append(b"small").await.unwrap();
-    let huge = vec![0u8; walcodec::DEFAULT_MAX_RECORD_BYTES + 1];
+    let huge = vec![0u8; walcodec::LogDecoder::DEFAULT_MAX_RECORD_BYTES + 1];
     assert!(matches!(
         log.append(&huge).await,
         Err(Error::RecordTooLarge { .. })

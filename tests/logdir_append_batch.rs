@@ -72,7 +72,7 @@ async fn batch_that_does_not_fit_rotates_first_and_stays_in_one_segment() {
 async fn oversized_record_is_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let log = LogDir::open(dir.path()).await.unwrap();
-    let huge = vec![0u8; walcodec::DEFAULT_MAX_RECORD_BYTES + 1];
+    let huge = vec![0u8; walcodec::LogDecoder::DEFAULT_MAX_RECORD_BYTES + 1];
     let err = log
         .append_batch([&b"small"[..], &huge[..]])
         .await

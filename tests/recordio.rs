@@ -4,7 +4,7 @@ use bytes::{Bytes, BytesMut};
 use futures::{SinkExt, StreamExt, TryStreamExt};
 use proptest::prelude::*;
 use tokio_util::codec::{Decoder, Encoder, FramedRead};
-use walcodec::recordio::{DEFAULT_MAX_RECORDIO_BYTES, MAX_LENGTH_DIGITS};
+use walcodec::recordio::MAX_LENGTH_DIGITS;
 use walcodec::{RecordIoCodec, RecordIoError};
 
 fn encode(records: &[&[u8]]) -> Vec<u8> {
@@ -182,7 +182,7 @@ fn max_u64_length_is_rejected_by_the_size_limit_not_overflow() {
             assert_eq!(offset, 4);
             assert_eq!(header, "18446744073709551615\\n");
             assert_eq!(len, u64::MAX);
-            assert_eq!(max, DEFAULT_MAX_RECORDIO_BYTES);
+            assert_eq!(max, RecordIoCodec::DEFAULT_MAX_RECORD_BYTES);
         }
         other => panic!("expected RecordTooLarge, got {other:?}"),
     }
@@ -466,7 +466,7 @@ fn a_huge_limit_does_not_reserve_what_the_header_announces() {
     let mut buf = BytesMut::from(&b"18446744073709551615\nabc"[..]);
     assert_eq!(codec.decode(&mut buf).unwrap(), None);
     assert!(
-        buf.capacity() <= 2 * DEFAULT_MAX_RECORDIO_BYTES,
+        buf.capacity() <= 2 * RecordIoCodec::DEFAULT_MAX_RECORD_BYTES,
         "reserved {} bytes",
         buf.capacity()
     );
@@ -743,7 +743,7 @@ proptest! {
         segments in proptest::collection::vec(segment(), 0..12),
         sizes in proptest::collection::vec(1usize..24, 1..8),
         lenient_mode: bool,
-        max in prop_oneof![Just(DEFAULT_MAX_RECORDIO_BYTES), 0usize..50],
+        max in prop_oneof![Just(RecordIoCodec::DEFAULT_MAX_RECORD_BYTES), 0usize..50],
     ) {
         let input = segments.concat();
         let mut codec = RecordIoCodec::builder()
@@ -823,7 +823,7 @@ proptest! {
         let codec = || RecordIoCodec::builder().lenient(lenient_mode).new_codec();
         let whole = decode_all(&mut codec(), &input);
         let byte_by_byte = decode_chunked(&mut codec(), &input, &[1]);
-        let (expected, expected_err) = oracle(&input, DEFAULT_MAX_RECORDIO_BYTES as u64, lenient_mode);
+        let (expected, expected_err) = oracle(&input, RecordIoCodec::DEFAULT_MAX_RECORD_BYTES as u64, lenient_mode);
         prop_assert_eq!(&whole.0, &expected);
         prop_assert_eq!(&byte_by_byte.0, &expected);
         prop_assert_eq!(whole.1.as_ref().map(verdict), expected_err);

@@ -9,7 +9,7 @@ use serde::Serialize;
 use tokio_util::codec::Decoder;
 use walcodec::{
     scan_log, AsyncLogWriter, Corruption, Dialect, LogDecoder, LogDir, LogEncoder, LogPosition,
-    Position, RecordType, Recovery,
+    Position, Recovery,
 };
 
 /// Serializes to JSON and to postcard, reads both back, and returns the JSON.
@@ -67,7 +67,10 @@ fn modes_and_dialects_use_their_display_names() {
     }
     assert_eq!(round_trip(&Dialect::LevelDb), r#""leveldb""#);
     assert_eq!(round_trip(&Dialect::RocksDb), r#""rocksdb""#);
-    assert_eq!(round_trip(&RecordType::Full), r#""full""#);
+    assert_eq!(
+        round_trip(&walcodec::fragment::FragmentType::Full),
+        r#""full""#
+    );
     assert_eq!(
         round_trip(&Position { start: 7, end: 20 }),
         r#"{"start":7,"end":20}"#

@@ -450,8 +450,8 @@ async fn empty_first_then_full_is_passed_over_as_whole_reading_does() {
     // An old writer's quirk: an empty FIRST in a block's last 7 bytes, then a FULL.
     let filler = big(BLOCK_SIZE - 2 * HEADER_SIZE, 9);
     let mut log = encode_all(std::slice::from_ref(&filler));
-    log.extend_from_slice(&walcodec::format::fragment_header(
-        walcodec::RecordType::First,
+    log.extend_from_slice(&walcodec::fragment::legacy_header(
+        walcodec::fragment::FragmentType::First.as_u8(),
         b"",
     ));
     let mut encoder = LogEncoder::with_offset(log.len() as u64);

@@ -11,8 +11,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use walcodec::testing::{FileStorage, Storage};
 use walcodec::{
-    AsyncLogWriter, Error, LogEncoder, Position, WriterOptions, BLOCK_SIZE,
-    DEFAULT_MAX_RECORD_BYTES,
+    AsyncLogWriter, Error, LogDecoder, LogEncoder, Position, WriterOptions, BLOCK_SIZE,
 };
 use writer_support::{encode_all, make_record, make_record_sized, read_log, verify, verify_sized};
 
@@ -546,10 +545,13 @@ async fn a_record_larger_than_the_queue_and_a_batch_goes_through() {
 async fn a_record_larger_than_readers_accept_is_refused() {
     let (_dir, path) = temp_log();
     let log = AsyncLogWriter::create(&path).await.unwrap();
-    let huge = vec![0u8; DEFAULT_MAX_RECORD_BYTES + 1];
+    let huge = vec![0u8; LogDecoder::DEFAULT_MAX_RECORD_BYTES + 1];
     match log.append(&huge).await {
         Err(Error::RecordTooLarge { size, max, .. }) => {
-            assert_eq!((size, max), (huge.len() as u64, DEFAULT_MAX_RECORD_BYTES));
+            assert_eq!(
+                (size, max),
+                (huge.len() as u64, LogDecoder::DEFAULT_MAX_RECORD_BYTES)
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -742,7 +744,7 @@ async fn a_default_writer_preallocates_and_close_cuts_the_zeros() {
     let log = AsyncLogWriter::create(&path).await.unwrap();
     let end = log.append(b"first").await.unwrap().end;
     let open_len = std::fs::metadata(&path).unwrap().len();
-    assert_eq!(open_len, walcodec::DEFAULT_PREALLOCATE_BYTES);
+    assert_eq!(open_len, WriterOptions::DEFAULT_PREALLOCATE_BYTES);
     let bytes = std::fs::read(&path).unwrap();
     assert!(bytes[end as usize..].iter().all(|&b| b == 0));
     assert_eq!(log.close().await.unwrap(), end);

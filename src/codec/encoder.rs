@@ -16,7 +16,7 @@ use crate::format::fragment::{
     RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE,
 };
 use crate::format::metadata::{MetadataError, PredecessorWalInfo, TimestampSize};
-use crate::format::{fragment_header, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+use crate::format::{Position, BLOCK_SIZE, HEADER_SIZE};
 
 /// How a writer frames records: LevelDB's format (the default), or one of RocksDB's
 /// WAL formats.
@@ -460,7 +460,7 @@ impl<T: ?Sized> LogEncoder<T> {
             // fragment, with no trailer before it.
             let start = self.offset;
             dst.reserve(fragment_len);
-            dst.put_slice(&fragment_header(RecordType::Full, record));
+            dst.put_slice(&legacy_header(Part::Full.type_byte(false), record));
             dst.put_slice(record);
             self.offset += fragment_len as u64;
             return Position {
@@ -491,7 +491,7 @@ impl<T: ?Sized> LogEncoder<T> {
             if begins {
                 start = self.offset;
             }
-            let header = fragment_header(RecordType::for_fragment(begins, ends), fragment);
+            let header = legacy_header(Part::for_fragment(begins, ends).type_byte(false), fragment);
             dst.put_slice(&header);
             dst.put_slice(fragment);
             self.offset += (HEADER_SIZE + fragment_len) as u64;

@@ -23,7 +23,8 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use crate::error::Error;
-use crate::format::{fragment_header, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+use crate::format::fragment::{legacy_header, Part};
+use crate::format::{Position, BLOCK_SIZE, HEADER_SIZE};
 
 /// Frames one record at a time into fragments, holding at most one fragment.
 #[derive(Debug)]
@@ -102,9 +103,9 @@ impl Framer {
     /// Seals the fragment (`ends`: it is the record's last) and returns its bytes,
     /// trailer first, to be written out before [`next`](Self::next).
     pub(crate) fn seal(&mut self, ends: bool) -> &[u8] {
-        let record_type = RecordType::for_fragment(self.begins, ends);
+        let type_byte = Part::for_fragment(self.begins, ends).type_byte(false);
         let payload_at = self.header_at + HEADER_SIZE;
-        let header = fragment_header(record_type, &self.buf[payload_at..]);
+        let header = legacy_header(type_byte, &self.buf[payload_at..]);
         self.buf[self.header_at..payload_at].copy_from_slice(&header);
         &self.buf
     }

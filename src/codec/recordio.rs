@@ -89,9 +89,6 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
 
-/// The default bound on a record's size: 8 MiB.
-pub const DEFAULT_MAX_RECORDIO_BYTES: usize = 8 * 1024 * 1024;
-
 /// The most digits a length may have: `u64::MAX` is 20 digits long.
 pub const MAX_LENGTH_DIGITS: usize = 20;
 
@@ -105,7 +102,7 @@ const MAX_HEADER_BYTES: usize = MAX_LENGTH_DIGITS + 2;
 /// the default limit get their whole body reserved at once; beyond it, the buffer
 /// grows (by doubling) as the bytes come, so a header alone never commits more than
 /// this.
-const RESERVE_STEP_BYTES: usize = DEFAULT_MAX_RECORDIO_BYTES;
+const RESERVE_STEP_BYTES: usize = RecordIoCodec::DEFAULT_MAX_RECORD_BYTES;
 
 /// Errors of the RecordIO codec.
 ///
@@ -249,7 +246,7 @@ pub struct RecordIoCodecBuilder {
 impl Default for RecordIoCodecBuilder {
     fn default() -> Self {
         RecordIoCodecBuilder {
-            max_record_bytes: DEFAULT_MAX_RECORDIO_BYTES,
+            max_record_bytes: RecordIoCodec::DEFAULT_MAX_RECORD_BYTES,
             lenient: false,
         }
     }
@@ -262,7 +259,7 @@ impl RecordIoCodecBuilder {
     }
 
     /// The largest record the decoder accepts (default
-    /// [`DEFAULT_MAX_RECORDIO_BYTES`], 8 MiB). A header announcing more is
+    /// [`RecordIoCodec::DEFAULT_MAX_RECORD_BYTES`], 8 MiB). A header announcing more is
     /// [`RecordIoError::RecordTooLarge`], before any memory is reserved.
     ///
     /// Once a header passes this check the decoder reserves the body (up to 8 MiB
@@ -501,6 +498,10 @@ fn scan_header(buf: &[u8], lenient: bool) -> Result<Scan, Fault> {
 }
 
 impl RecordIoCodec {
+    /// The default bound on a record's size
+    /// ([`RecordIoCodecBuilder::max_record_bytes`]): 8 MiB.
+    pub const DEFAULT_MAX_RECORD_BYTES: usize = 8 * 1024 * 1024;
+
     /// A strict codec with the default 8 MiB limit.
     pub fn new() -> RecordIoCodec {
         RecordIoCodec::default()

@@ -8,10 +8,7 @@ use tokio::io::AsyncRead;
 use tokio_util::codec::FramedRead;
 
 use super::dialect::{LogState, MetadataReporter};
-use super::{
-    Assembly, DecodeStats, Flow, FragmentMark, LogDecoder, LogInput, Recovery, Reporter,
-    DEFAULT_MAX_RECORD_BYTES,
-};
+use super::{Assembly, DecodeStats, Flow, FragmentMark, LogDecoder, LogInput, Recovery, Reporter};
 use crate::error::Corruption;
 use crate::format::fragment::{Dialect, FragmentRules, FragmentType, Parsed};
 use crate::format::metadata::{MetadataRecord, WalCompressionType};
@@ -82,7 +79,7 @@ impl Default for LogDecoderBuilder {
             name: Arc::from(""),
             file: None,
             checksums: true,
-            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            max_record_bytes: LogDecoder::DEFAULT_MAX_RECORD_BYTES,
             start_offset: 0,
             end_offset: None,
             reporter: None,

@@ -29,9 +29,9 @@ impl LogDecoder {
         self.stats.fragments += 1;
 
         let type_byte = fragment.type_byte();
-        let record_type = match fragment.fragment_type() {
+        let part = match fragment.fragment_type() {
             Some(fragment_type) => match fragment_type.part() {
-                Some(part) => part.record_type(),
+                Some(part) => part,
                 None if fragment_type == FragmentType::Zero => {
                     self.unknown_type(fragment_offset, type_byte, payload.len())?;
                     return Ok(None);
@@ -64,14 +64,12 @@ impl LogDecoder {
             return Ok(None);
         }
         if self.resyncing {
-            match record_type {
-                RecordType::Middle | RecordType::Last => return Ok(None),
+            match part {
+                Part::Middle | Part::Last => return Ok(None),
                 _ => self.resyncing = false,
             }
         }
-        if matches!(record_type, RecordType::Full | RecordType::First)
-            && fragment_offset >= self.end_offset
-        {
+        if matches!(part, Part::Full | Part::First) && fragment_offset >= self.end_offset {
             self.assembly = Assembly::Idle;
             self.flow = Flow::Halted {
                 at: fragment_offset,
@@ -80,8 +78,8 @@ impl LogDecoder {
         }
         let fragments = self.fragments;
 
-        match record_type {
-            RecordType::Full => {
+        match part {
+            Part::Full => {
                 if !matches!(self.assembly, Assembly::Idle) {
                     self.interrupt_assembly()?;
                     if self.flow != Flow::Reading {
@@ -98,7 +96,7 @@ impl LogDecoder {
                 }
                 return self.complete_record(fragment_offset, payload);
             }
-            RecordType::First => {
+            Part::First => {
                 self.interrupt_assembly()?;
                 if self.flow != Flow::Reading {
                     return Ok(None);
@@ -129,8 +127,8 @@ impl LogDecoder {
                     return Ok(Some(payload));
                 }
             }
-            RecordType::Middle | RecordType::Last => {
-                let last = record_type == RecordType::Last;
+            Part::Middle | Part::Last => {
+                let last = part == Part::Last;
                 match &mut self.assembly {
                     Assembly::Idle => {
                         self.corrupt(Corruption::new(
@@ -192,7 +190,6 @@ impl LogDecoder {
                     }
                 }
             }
-            RecordType::Zero => unreachable!("type 0 has no part"),
         }
         Ok(None)
     }

@@ -68,20 +68,17 @@ use tokio_util::codec::Decoder;
 
 use crate::error::{Corruption, CorruptionKind, Error};
 use crate::format::fragment::{
-    header_size_of, Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed,
+    header_size_of, Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed, Part,
     RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE,
 };
 use crate::format::metadata::{
     MetadataRecord, PredecessorWalInfo, TimestampSize, TimestampSizes, WalCompressionType,
 };
 use crate::format::zeros::{all_zero, first_nonzero, last_nonzero};
-use crate::format::{Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
+use crate::format::{Position, BLOCK_SIZE, HEADER_SIZE};
 use assembly::{Assembly, Parts};
 use damage::{Skip, SkipReason, ZeroSuspect};
 use dialect::{LogState, MetadataReporter};
-
-/// The default bound on a record's size: 64 MiB.
-pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
 
 type Reporter = Arc<Mutex<dyn FnMut(&Corruption) + Send>>;
 
@@ -253,6 +250,11 @@ impl Default for LogDecoder {
 }
 
 impl LogDecoder {
+    /// The default bound on a record's size
+    /// ([`LogDecoderBuilder::max_record_bytes`], and the writers' and readers' built on
+    /// it): 64 MiB.
+    pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
+
     /// A decoder with the defaults: [`Recovery::TolerateTail`], reading a
     /// [`LogInput::Stream`] (its end inside a record is an error), checksums on,
     /// records up to 64 MiB, reading from offset 0.

@@ -19,7 +19,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use super::{Assembly, Flow, LogDecoder};
 use crate::error::Error;
 use crate::format::fragment::{FragmentType, RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE};
-use crate::format::{fragment_crc_in_place, unmask, RecordType, BLOCK_SIZE, HEADER_SIZE};
+use crate::format::{fragment_crc_in_place, unmask, BLOCK_SIZE, HEADER_SIZE};
 
 /// Where a header's checksum ends: the plain path reads the 8 bytes after it (length,
 /// type and, in a recyclable header, the log number) as one word.
@@ -45,7 +45,7 @@ impl FullShape {
     /// A legacy FULL fragment: type 1 and a 7-byte header.
     pub(super) const LEGACY: FullShape = FullShape {
         mask: 0xff << 16,
-        expected: (RecordType::Full.as_u8() as u64) << 16,
+        expected: (FragmentType::Full.as_u8() as u64) << 16,
         header_len: HEADER_SIZE,
     };
 
@@ -199,7 +199,7 @@ impl LogDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::fragment_header;
+    use crate::format::fragment::legacy_header;
 
     fn view(bytes: &[u8]) -> [u8; PLAIN_HEADER_VIEW] {
         let mut view = [0xa5; PLAIN_HEADER_VIEW];
@@ -209,15 +209,15 @@ mod tests {
 
     #[test]
     fn the_legacy_shape_takes_full_fragments_of_any_payload() {
-        let header = fragment_header(RecordType::Full, &[7; 300]);
+        let header = legacy_header(FragmentType::Full.as_u8(), &[7; 300]);
         assert_eq!(FullShape::LEGACY.payload_len(&view(&header)), Some(300));
         for other in [
-            RecordType::First,
-            RecordType::Middle,
-            RecordType::Last,
-            RecordType::Zero,
+            FragmentType::First,
+            FragmentType::Middle,
+            FragmentType::Last,
+            FragmentType::Zero,
         ] {
-            let header = fragment_header(other, &[7; 300]);
+            let header = legacy_header(other.as_u8(), &[7; 300]);
             assert_eq!(FullShape::LEGACY.payload_len(&view(&header)), None);
         }
         // A recyclable FULL is not a legacy one.
@@ -244,7 +244,7 @@ mod tests {
         next[11] = 0;
         assert_eq!(shape.payload_len(&next), Some(65_000));
         // A legacy FULL is not a recyclable one.
-        let legacy = fragment_header(RecordType::Full, &[0; 4]);
+        let legacy = legacy_header(FragmentType::Full.as_u8(), &[0; 4]);
         assert_eq!(shape.payload_len(&view(&legacy)), None);
     }
 

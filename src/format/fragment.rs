@@ -103,9 +103,11 @@ pub enum Dialect {
     Pebble,
 }
 
-/// A fragment type byte with a meaning in some [`Dialect`].
-///
-/// Richer than [`RecordType`](crate::RecordType), which stays LevelDB's five types.
+/// The type byte of a fragment header, as the [`Dialect`] it is read in defines it
+/// (LevelDB's 0–4 and, by dialect, RocksDB's recyclable and metadata types or Pebble's
+/// recyclable and WAL-sync ones): the one name for the type byte.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FragmentType {
@@ -149,7 +151,8 @@ pub enum FragmentType {
     WalSyncLast,
 }
 
-/// The record-assembly role of a data fragment.
+/// The record-assembly role of a data fragment, whatever its header layout: the
+/// [`FragmentType`]s FULL, R-FULL and WAL-sync FULL are all [`Part::Full`], and so on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Part {
     /// A whole record.
@@ -174,21 +177,16 @@ impl Part {
         }
     }
 
-    /// LevelDB's type for this part (FULL, FIRST, MIDDLE or LAST).
-    #[inline]
-    pub const fn record_type(self) -> crate::format::RecordType {
-        match self {
-            Part::Full => crate::format::RecordType::Full,
-            Part::First => crate::format::RecordType::First,
-            Part::Middle => crate::format::RecordType::Middle,
-            Part::Last => crate::format::RecordType::Last,
-        }
-    }
-
-    /// The data type byte for this part: 1–4, or 5–8 when `recyclable`.
+    /// The data type byte for this part: 1–4 (LevelDB's FULL, FIRST, MIDDLE, LAST),
+    /// or 5–8 when `recyclable`.
     #[inline]
     pub const fn type_byte(self, recyclable: bool) -> u8 {
-        let legacy = self.record_type().as_u8();
+        let legacy = match self {
+            Part::Full => 1,
+            Part::First => 2,
+            Part::Middle => 3,
+            Part::Last => 4,
+        };
         if recyclable {
             legacy + 4
         } else {
@@ -199,7 +197,7 @@ impl Part {
     /// Pebble's WAL-sync type byte for this part: 9–12.
     #[inline]
     pub const fn wal_sync_type_byte(self) -> u8 {
-        self.record_type().as_u8() + 8
+        self.type_byte(false) + 8
     }
 }
 
@@ -848,7 +846,13 @@ pub(crate) fn intact_fragment(bytes: &[u8]) -> Option<(FragmentType, usize)> {
         .then_some((fragment_type, fragment_len))
 }
 
-/// Builds a legacy (7-byte) header for a fragment of type `type_byte`.
+/// Builds a legacy (7-byte) header for a fragment of type `type_byte`: LevelDB's
+/// header, and RocksDB's for its legacy types.
+///
+/// ```
+/// use walcodec::fragment::{legacy_header, Part};
+/// assert_eq!(legacy_header(Part::Full.type_byte(false), b"foo"), *b"\xdd\x5f\xb3\x7a\x03\x00\x01");
+/// ```
 #[inline]
 pub fn legacy_header(type_byte: u8, payload: &[u8]) -> [u8; LEGACY_HEADER_SIZE] {
     debug_assert!(payload.len() <= BLOCK_SIZE - LEGACY_HEADER_SIZE);
@@ -917,8 +921,6 @@ pub fn wal_sync_header(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::fragment_header;
-    use crate::format::RecordType;
 
     const LEVELDB: FragmentRules = FragmentRules::new(Dialect::LevelDb);
     const ROCKSDB: FragmentRules = FragmentRules::new(Dialect::RocksDb).log_number(12);
@@ -943,11 +945,7 @@ mod tests {
     }
 
     #[test]
-    fn legacy_header_is_the_format_modules() {
-        assert_eq!(
-            legacy_header(1, b"foo"),
-            fragment_header(RecordType::Full, b"foo")
-        );
+    fn legacy_header_is_leveldbs() {
         assert_eq!(legacy(1, b"foo"), b"\xdd\x5f\xb3\x7a\x03\x00\x01foo");
     }
 
@@ -1229,7 +1227,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(Part::Last.record_type(), RecordType::Last);
+        assert_eq!(Part::Last.type_byte(false), FragmentType::Last.as_u8());
     }
 
     #[test]

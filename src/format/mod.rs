@@ -1,4 +1,4 @@
-//! The LevelDB log format: block and header geometry, record types and the masked
+//! The LevelDB log format: block and header geometry, fragment types and the masked
 //! crc32c that protects every fragment.
 //!
 //! A log is a sequence of 32 KiB blocks. Each logical record is cut into one or more
@@ -8,7 +8,7 @@
 //! |-------|----------------------------------------------------|
 //! | 0..4  | masked crc32c of the type byte and the payload, LE |
 //! | 4..6  | payload length, u16 LE                              |
-//! | 6     | [`RecordType`]                                      |
+//! | 6     | type ([`FragmentType`](fragment::FragmentType))     |
 //!
 //! A fragment never starts in the last 6 bytes of a block: those bytes are a zero
 //! trailer and the next fragment starts at the next block.
@@ -33,56 +33,6 @@ pub const MAX_FRAGMENT_PAYLOAD: usize = BLOCK_SIZE - HEADER_SIZE;
 
 /// The constant LevelDB adds to a rotated crc to mask it.
 const MASK_DELTA: u32 = 0xa282_ead8;
-
-/// The type byte of a fragment header.
-///
-/// A logical record is either one `Full` fragment or `First`, any number of `Middle`,
-/// and `Last`.
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum RecordType {
-    /// Reserved for preallocated (zero-filled) space; never written by a writer.
-    Zero = 0,
-    /// A whole record in one fragment.
-    Full = 1,
-    /// The first fragment of a record that spans blocks.
-    First = 2,
-    /// An interior fragment of a record that spans blocks.
-    Middle = 3,
-    /// The final fragment of a record that spans blocks.
-    Last = 4,
-}
-
-impl RecordType {
-    /// The type for a header's type byte, or `None` for a byte LevelDB does not define.
-    pub const fn from_u8(byte: u8) -> Option<RecordType> {
-        match byte {
-            0 => Some(RecordType::Zero),
-            1 => Some(RecordType::Full),
-            2 => Some(RecordType::First),
-            3 => Some(RecordType::Middle),
-            4 => Some(RecordType::Last),
-            _ => None,
-        }
-    }
-
-    /// The type byte as written in a header.
-    pub const fn as_u8(self) -> u8 {
-        self as u8
-    }
-
-    /// The type a writer gives a fragment, by whether it begins and/or ends its record.
-    pub const fn for_fragment(begins_record: bool, ends_record: bool) -> RecordType {
-        match (begins_record, ends_record) {
-            (true, true) => RecordType::Full,
-            (true, false) => RecordType::First,
-            (false, false) => RecordType::Middle,
-            (false, true) => RecordType::Last,
-        }
-    }
-}
 
 /// Masks a crc the way LevelDB does before storing it.
 ///
@@ -210,24 +160,6 @@ pub fn fragment_checksum(type_byte: u8, payload: &[u8]) -> u32 {
     mask(fragment_crc(type_byte, payload))
 }
 
-/// Builds the 7-byte header of a fragment.
-#[inline]
-pub fn fragment_header(record_type: RecordType, payload: &[u8]) -> [u8; HEADER_SIZE] {
-    debug_assert!(payload.len() <= MAX_FRAGMENT_PAYLOAD);
-    let type_byte = record_type.as_u8();
-    let checksum = fragment_checksum(type_byte, payload).to_le_bytes();
-    let length = (payload.len() as u16).to_le_bytes();
-    [
-        checksum[0],
-        checksum[1],
-        checksum[2],
-        checksum[3],
-        length[0],
-        length[1],
-        type_byte,
-    ]
-}
-
 /// Where a reader must start to find the record at or after byte `offset`: the start
 /// of the block holding `offset`, or of the next block when `offset` falls in a
 /// block's last 6 bytes (where no fragment can start).
@@ -310,28 +242,20 @@ mod tests {
 
     #[test]
     fn golden_headers() {
-        let cases: [(&[u8], RecordType, &str); 5] = [
-            (b"foo", RecordType::Full, "dd5fb37a030001"),
-            (b"", RecordType::Full, "052b2843000001"),
-            (b"bar", RecordType::Full, "baeaec44030001"),
-            (b"", RecordType::First, "6451d0e9000002"),
-            (b"y", RecordType::Last, "5b5822d6010004"),
+        use fragment::{legacy_header, FragmentType};
+        let cases: [(&[u8], FragmentType, &str); 5] = [
+            (b"foo", FragmentType::Full, "dd5fb37a030001"),
+            (b"", FragmentType::Full, "052b2843000001"),
+            (b"bar", FragmentType::Full, "baeaec44030001"),
+            (b"", FragmentType::First, "6451d0e9000002"),
+            (b"y", FragmentType::Last, "5b5822d6010004"),
         ];
-        for (payload, record_type, expected) in cases {
-            assert_eq!(hex(&fragment_header(record_type, payload)), expected);
+        for (payload, fragment_type, expected) in cases {
+            assert_eq!(
+                hex(&legacy_header(fragment_type.as_u8(), payload)),
+                expected
+            );
         }
-    }
-
-    #[test]
-    fn record_types_round_trip() {
-        for byte in 0..=4u8 {
-            assert_eq!(RecordType::from_u8(byte).unwrap().as_u8(), byte);
-        }
-        assert_eq!(RecordType::from_u8(5), None);
-        assert_eq!(RecordType::for_fragment(true, true), RecordType::Full);
-        assert_eq!(RecordType::for_fragment(true, false), RecordType::First);
-        assert_eq!(RecordType::for_fragment(false, false), RecordType::Middle);
-        assert_eq!(RecordType::for_fragment(false, true), RecordType::Last);
     }
 
     #[test]

@@ -29,8 +29,9 @@
 //!
 //! ```
 //! use bytes::BytesMut;
+//! use walcodec::fragment::FragmentType;
 //! use walcodec::physical::{Chunk, Chunks};
-//! use walcodec::{LogEncoder, RecordType};
+//! use walcodec::{Dialect, LogEncoder};
 //!
 //! let mut log = BytesMut::new();
 //! let mut encoder = LogEncoder::new();
@@ -40,7 +41,7 @@
 //! let types: Vec<_> = Chunks::new(&log, 0)
 //!     .filter_map(|chunk| match chunk {
 //!         Chunk::Fragment { offset, header, checksum_ok: true, .. } => {
-//!             Some((offset, header.record_type()))
+//!             Some((offset, FragmentType::from_u8(header.type_byte, Dialect::LevelDb)))
 //!         }
 //!         _ => None,
 //!     })
@@ -48,9 +49,9 @@
 //! assert_eq!(
 //!     types,
 //!     [
-//!         (0, Some(RecordType::Full)),
-//!         (12, Some(RecordType::First)),
-//!         (32768, Some(RecordType::Last)),
+//!         (0, Some(FragmentType::Full)),
+//!         (12, Some(FragmentType::First)),
+//!         (32768, Some(FragmentType::Last)),
 //!     ]
 //! );
 //! ```
@@ -98,59 +99,7 @@ use crate::format::fragment::{
 use crate::format::metadata::{
     MetadataError, PredecessorWalInfo, TimestampSizes, WalCompressionType,
 };
-use crate::format::{fragment_crc, unmask, RecordType, BLOCK_SIZE, HEADER_SIZE};
-
-/// A fragment header as stored: nothing in it is checked yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Header {
-    /// The stored (masked) checksum.
-    pub checksum: u32,
-    /// The payload length.
-    pub length: u16,
-    /// The type byte; see [`Header::record_type`].
-    pub type_byte: u8,
-}
-
-impl Header {
-    /// Reads a header from the first [`HEADER_SIZE`] bytes of `bytes`; `None` when
-    /// there are fewer.
-    pub fn parse(bytes: &[u8]) -> Option<Header> {
-        let header: &[u8; HEADER_SIZE] = bytes.get(..HEADER_SIZE)?.try_into().ok()?;
-        Some(Header {
-            checksum: u32::from_le_bytes([header[0], header[1], header[2], header[3]]),
-            length: u16::from_le_bytes([header[4], header[5]]),
-            type_byte: header[6],
-        })
-    }
-
-    /// The record type, or `None` for a type byte LevelDB does not define.
-    pub fn record_type(&self) -> Option<RecordType> {
-        RecordType::from_u8(self.type_byte)
-    }
-
-    /// Whether this is what preallocated (zero-filled) space reads as: type 0 and
-    /// length 0. Readers skip the rest of the block after it.
-    pub fn is_zero_fill(&self) -> bool {
-        self.type_byte == RecordType::Zero.as_u8() && self.length == 0
-    }
-
-    /// Whether the stored checksum matches `payload`.
-    pub fn checksum_matches(&self, payload: &[u8]) -> bool {
-        fragment_crc(self.type_byte, payload) == unmask(self.checksum)
-    }
-}
-
-/// The legacy fields of a fragment-layer header (a recyclable header's log number is
-/// left out).
-impl From<FragmentHeader> for Header {
-    fn from(header: FragmentHeader) -> Header {
-        Header {
-            checksum: header.checksum,
-            length: header.length,
-            type_byte: header.type_byte,
-        }
-    }
-}
+use crate::format::{BLOCK_SIZE, HEADER_SIZE};
 
 /// One piece of a log's physical layout. See the [module documentation](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +109,7 @@ pub enum Chunk<'a> {
         /// Log offset of the header.
         offset: u64,
         /// The header.
-        header: Header,
+        header: FragmentHeader,
         /// The payload (`header.length` bytes).
         payload: &'a [u8],
         /// Whether the stored checksum matches. A reader drops a fragment whose
@@ -191,7 +140,7 @@ pub enum Chunk<'a> {
         /// Log offset of the header.
         offset: u64,
         /// The header.
-        header: Header,
+        header: FragmentHeader,
         /// The header and the rest of the block.
         bytes: &'a [u8],
     },
@@ -210,7 +159,7 @@ pub enum Chunk<'a> {
         /// Log offset of the incomplete fragment.
         offset: u64,
         /// Its header, when all of it is there.
-        header: Option<Header>,
+        header: Option<FragmentHeader>,
         /// The bytes present.
         bytes: &'a [u8],
     },
@@ -305,7 +254,7 @@ impl<'a> Piece<'a> {
                 checksum_ok,
             } => Chunk::Fragment {
                 offset,
-                header: fragment.header().into(),
+                header: fragment.header(),
                 payload,
                 checksum_ok,
             },
@@ -316,7 +265,7 @@ impl<'a> Piece<'a> {
                 ..
             } => Chunk::Fragment {
                 offset,
-                header: fragment.header().into(),
+                header: fragment.header(),
                 payload,
                 checksum_ok: true,
             },
@@ -328,7 +277,7 @@ impl<'a> Piece<'a> {
                 bytes,
             } => Chunk::BadLength {
                 offset,
-                header: header.into(),
+                header,
                 bytes,
             },
             Piece::Skipped { offset, bytes } => Chunk::Skipped { offset, bytes },
@@ -338,7 +287,7 @@ impl<'a> Piece<'a> {
                 bytes,
             } => Chunk::Torn {
                 offset,
-                header: header.map(Header::from),
+                header,
                 bytes,
             },
         }
@@ -799,11 +748,11 @@ mod tests {
                     ..
                 } => {
                     open.extend_from_slice(payload);
-                    match header.record_type() {
-                        Some(RecordType::Full) | Some(RecordType::Last) => {
+                    match FragmentType::from_u8(header.type_byte, Dialect::LevelDb) {
+                        Some(FragmentType::Full) | Some(FragmentType::Last) => {
                             rebuilt.push(std::mem::take(&mut open))
                         }
-                        Some(RecordType::First) | Some(RecordType::Middle) => {}
+                        Some(FragmentType::First) | Some(FragmentType::Middle) => {}
                         other => panic!("unexpected type {other:?}"),
                     }
                 }

@@ -35,7 +35,6 @@ pub use hold::RetentionHold;
 pub use listing::{SegmentInfo, SegmentList};
 pub use reader::{DirReader, DirRecord};
 pub use replica::{Replica, ShipStats, SyncEnd, PROTOCOL_VERSION};
-pub use wake::DEFAULT_WAKE_INTERVAL;
 
 use fs::blocking;
 use segment::segment_path;
@@ -47,9 +46,6 @@ use crate::reader::LogReader;
 use crate::writer::AsyncLogWriter;
 use crate::writer::WriterOptions;
 use report::DirObserver;
-
-/// Default size at which the active segment is sealed and the next one started: 64 MiB.
-pub const DEFAULT_MAX_SEGMENT_BYTES: u64 = 64 << 20;
 
 /// Configures a [`LogDir`], then opens it.
 ///
@@ -111,13 +107,13 @@ impl fmt::Debug for LogDirOptions {
 impl Default for LogDirOptions {
     fn default() -> Self {
         LogDirOptions {
-            max_segment_bytes: DEFAULT_MAX_SEGMENT_BYTES,
+            max_segment_bytes: LogDirOptions::DEFAULT_MAX_SEGMENT_BYTES,
             writer: WriterOptions::new(),
             retain_bytes: None,
             retain_age: None,
             replica_retain_bytes: None,
             replica_timeout: replica::DEFAULT_TIMEOUT,
-            replica_wake_interval: wake::DEFAULT_WAKE_INTERVAL,
+            replica_wake_interval: LogDirOptions::DEFAULT_WAKE_INTERVAL,
             sync_replicas: 0,
             #[cfg(feature = "replica-auth")]
             replica_secret: None,
@@ -130,6 +126,16 @@ impl Default for LogDirOptions {
 }
 
 impl LogDirOptions {
+    /// Default of [`max_segment_bytes`](Self::max_segment_bytes), the size at which the
+    /// active segment is sealed and the next one started: 64 MiB.
+    pub const DEFAULT_MAX_SEGMENT_BYTES: u64 = 64 << 20;
+
+    /// How long a follower in the writer's process
+    /// ([`DirReader::with_wake_interval`]), or a replica's sender
+    /// ([`replica_wake_interval`](Self::replica_wake_interval)), lets a busy log's
+    /// commits gather before it looks again, by default: 1 ms.
+    pub const DEFAULT_WAKE_INTERVAL: Duration = Duration::from_millis(1);
+
     /// The defaults: 64 MiB segments, the writer's defaults (1 MiB of preallocation
     /// at a time), no automatic retention.
     pub fn new() -> LogDirOptions {
@@ -248,7 +254,7 @@ impl LogDirOptions {
     }
 
     /// How long [`serve_replica`](LogDir::serve_replica) lets a busy log's commits
-    /// gather before it sends them (default [`DEFAULT_WAKE_INTERVAL`], 1 ms): it
+    /// gather before it sends them (default [`DEFAULT_WAKE_INTERVAL`](Self::DEFAULT_WAKE_INTERVAL), 1 ms): it
     /// is woken by the durable end as an in-process
     /// [`DirReader`](DirReader::with_wake_interval) is, and for the same reason.
     /// While the log keeps growing, a replica receives (and syncs) at most one
@@ -1000,12 +1006,12 @@ impl LogDir {
     /// truncation step failed; [`Error::Closed`] after [`close`](Self::close).
     pub async fn append(&self, record: impl AsRef<[u8]>) -> Result<LogPosition, Error> {
         let record = record.as_ref();
-        if record.len() > crate::decoder::DEFAULT_MAX_RECORD_BYTES {
+        if record.len() > crate::decoder::LogDecoder::DEFAULT_MAX_RECORD_BYTES {
             // Refused before it can rotate a segment for nothing.
             return Err(Error::RecordTooLarge {
                 offset: self.end().offset,
                 size: record.len() as u64,
-                max: crate::decoder::DEFAULT_MAX_RECORD_BYTES,
+                max: crate::decoder::LogDecoder::DEFAULT_MAX_RECORD_BYTES,
             });
         }
         let estimate = self
@@ -1091,11 +1097,11 @@ impl LogDir {
         let mut estimate = 0u64;
         for record in &records {
             let len = record.as_ref().len();
-            if len > crate::decoder::DEFAULT_MAX_RECORD_BYTES {
+            if len > crate::decoder::LogDecoder::DEFAULT_MAX_RECORD_BYTES {
                 return Err(Error::RecordTooLarge {
                     offset: self.end().offset,
                     size: len as u64,
-                    max: crate::decoder::DEFAULT_MAX_RECORD_BYTES,
+                    max: crate::decoder::LogDecoder::DEFAULT_MAX_RECORD_BYTES,
                 });
             }
             estimate = estimate.saturating_add(format.max_encoded_len(len) as u64);

@@ -63,8 +63,9 @@ use futures::Stream;
 use tokio_util::codec::Decoder;
 
 use super::segment::{list_segments, segment_path};
-use super::wake::{DurableWatch, DEFAULT_WAKE_INTERVAL};
+use super::wake::DurableWatch;
 use super::Inner;
+use super::LogDirOptions;
 use crate::decoder::follow::LiveDoubt;
 use crate::decoder::LogDecoder;
 use crate::error::Error;
@@ -73,7 +74,7 @@ use crate::format::block_start;
 use crate::position::LogPosition;
 use crate::read_at::read_at;
 use crate::reader::guard::FileGuard;
-use crate::reader::DEFAULT_POLL_INTERVAL;
+use crate::reader::LogTailer;
 
 /// How often a follower in another process, waiting at the end of a live segment,
 /// lists the directory for a later segment with a hole before it.
@@ -222,7 +223,7 @@ impl DirReader {
     }
 
     /// How long a follower in the writer's process lets a busy log's commits
-    /// gather before it looks again (default [`DEFAULT_WAKE_INTERVAL`], 1 ms).
+    /// gather before it looks again (default [`LogDirOptions::DEFAULT_WAKE_INTERVAL`], 1 ms).
     ///
     /// It is woken by the writer's durable end, and waking a task on every commit
     /// costs a lone appending task about 10% of its appends/s. So once woken, it
@@ -508,7 +509,7 @@ impl Walk {
             catalog.pin(from.segment);
             (from, catalog.truncations.len())
         };
-        let end = DurableWatch::new(inner.subscribe(), DEFAULT_WAKE_INTERVAL);
+        let end = DurableWatch::new(inner.subscribe(), LogDirOptions::DEFAULT_WAKE_INTERVAL);
         Ok(Walk {
             dir: inner.dir().to_path_buf(),
             pebble: inner.options.pebble(),
@@ -518,7 +519,7 @@ impl Walk {
                 truncations_seen,
             },
             follow: false,
-            poll_interval: DEFAULT_POLL_INTERVAL,
+            poll_interval: LogTailer::DEFAULT_POLL_INTERVAL,
             segment: from.segment,
             start_offset: from.offset,
             cursor: None,
@@ -556,7 +557,7 @@ impl Walk {
             source: Source::Files,
             pebble,
             follow: false,
-            poll_interval: DEFAULT_POLL_INTERVAL,
+            poll_interval: LogTailer::DEFAULT_POLL_INTERVAL,
             segment: from.segment,
             start_offset: from.offset,
             cursor: None,

@@ -26,7 +26,7 @@ use super::history::{self, HistoryFile};
 use super::recycle::{self, Written};
 use super::segment::{list_segments, segment_path};
 use crate::codec::encoder::LogFormat;
-use crate::decoder::DEFAULT_MAX_RECORD_BYTES;
+use crate::decoder::LogDecoder;
 use crate::error::Error;
 use crate::position::LogPosition;
 use crate::reader::repair::{recover_file, scan_file_as};
@@ -180,7 +180,7 @@ pub(crate) async fn recover_named(
     } else {
         let scan = recover_file(
             &mut file,
-            DEFAULT_MAX_RECORD_BYTES,
+            LogDecoder::DEFAULT_MAX_RECORD_BYTES,
             unsynced_window,
             scan_format,
         )
@@ -338,7 +338,7 @@ fn first_hole(segments: &[u64]) -> Option<u64> {
 async fn check_sealed(dir: &Path, segment: u64) -> Result<u64, Error> {
     let mut file = tokio::fs::File::open(segment_path(dir, segment)).await?;
     let format = recycle::segment_format(segment, true);
-    let scan = scan_file_as(&mut file, DEFAULT_MAX_RECORD_BYTES, format)
+    let scan = scan_file_as(&mut file, LogDecoder::DEFAULT_MAX_RECORD_BYTES, format)
         .await
         .map_err(|e| bad_segment(segment, e))?;
     if scan.needs_repair() {

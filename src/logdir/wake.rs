@@ -18,11 +18,6 @@ use tokio::time::Instant;
 
 use crate::position::LogPosition;
 
-/// How long a follower in the writer's process, or a replica's sender, lets a
-/// busy log's commits gather before it looks again: 1 ms (see
-/// [`DirReader::with_wake_interval`](crate::DirReader::with_wake_interval)).
-pub const DEFAULT_WAKE_INTERVAL: Duration = Duration::from_millis(1);
-
 /// A receiver of the durable end that coalesces wakes while the end keeps moving.
 #[derive(Debug)]
 pub(crate) struct DurableWatch {

@@ -42,10 +42,7 @@ pub(crate) mod repair;
 pub use crate::codec::record_decoder::LogRecord;
 pub use chunks::{ChunkReader, CHUNK_ALIGN};
 use guard::FileGuard;
-pub use readahead::{ReadAhead, ReadAheadBuilder, DEFAULT_CHUNKS_IN_FLIGHT, DEFAULT_CHUNK_BYTES};
-
-/// The default wait between polls of a followed log that has no new bytes.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(50);
+pub use readahead::{ReadAhead, ReadAheadBuilder};
 
 /// A stream of [`LogRecord`]s decoded from an [`AsyncRead`].
 ///
@@ -456,7 +453,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
     /// At the end of what a followed log holds now: arms the wait before the next
     /// look, and says so when the caller does not wait (`caught_up`).
     fn start_waiting(&mut self, wait: bool) -> Option<Step> {
-        let interval = self.follow.unwrap_or(DEFAULT_POLL_INTERVAL);
+        let interval = self.follow.unwrap_or(LogTailer::DEFAULT_POLL_INTERVAL);
         self.sleep = Some(Box::pin(tokio::time::sleep(interval)));
         (!wait).then_some(Step::AtEnd)
     }
@@ -806,7 +803,7 @@ impl<R: AsyncRead + Unpin> LogTailer<R> {
         // Its input's end is where the writer is, never a cut.
         decoder.set_input(LogInput::File);
         let mut reader = LogReader::new(io, decoder);
-        reader.follow = Some(DEFAULT_POLL_INTERVAL);
+        reader.follow = Some(LogTailer::DEFAULT_POLL_INTERVAL);
         LogTailer { reader }
     }
 
@@ -859,6 +856,11 @@ impl<R: AsyncRead + Unpin> LogTailer<R> {
 }
 
 impl LogTailer<tokio::fs::File> {
+    /// Default of [`with_poll_interval`](Self::with_poll_interval), the wait between
+    /// polls of a followed log that has no new bytes: 50 ms. (Also
+    /// [`DirReader::with_poll_interval`](crate::logdir::DirReader::with_poll_interval)'s.)
+    pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(50);
+
     /// Follows the log at `path` from its start.
     pub async fn open(path: impl AsRef<Path>) -> Result<LogTailer<tokio::fs::File>, Error> {
         LogTailer::open_at(path, 0, &LogDecoder::builder()).await

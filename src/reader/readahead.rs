@@ -32,15 +32,6 @@ use tokio::sync::mpsc;
 use super::ChunkReader;
 use crate::format::BLOCK_SIZE;
 
-/// The default size of a read-ahead chunk: 512 KiB, 16 blocks. Large enough that a
-/// read's fixed cost (a system call, a hand-over between threads) is small beside
-/// copying the bytes; small enough that a chunk is still in the CPU's cache when it
-/// is decoded.
-pub const DEFAULT_CHUNK_BYTES: usize = 16 * BLOCK_SIZE;
-
-/// The default number of chunks queued ahead of the decoder: 4.
-pub const DEFAULT_CHUNKS_IN_FLIGHT: usize = 4;
-
 /// Configures a [`ReadAhead`].
 ///
 /// ```
@@ -75,14 +66,14 @@ pub struct ReadAheadBuilder {
 impl Default for ReadAheadBuilder {
     fn default() -> Self {
         ReadAheadBuilder {
-            chunk_bytes: DEFAULT_CHUNK_BYTES,
-            chunks_in_flight: DEFAULT_CHUNKS_IN_FLIGHT,
+            chunk_bytes: ReadAhead::DEFAULT_CHUNK_BYTES,
+            chunks_in_flight: ReadAhead::DEFAULT_CHUNKS_IN_FLIGHT,
         }
     }
 }
 
 impl ReadAheadBuilder {
-    /// How many bytes each read asks for (default [`DEFAULT_CHUNK_BYTES`]; at least
+    /// How many bytes each read asks for (default [`ReadAhead::DEFAULT_CHUNK_BYTES`]; at least
     /// 1). Any size reads the same records; a multiple of [`BLOCK_SIZE`] read from a
     /// block boundary keeps every fragment inside one chunk, so nothing is copied.
     pub fn chunk_bytes(&mut self, bytes: usize) -> &mut Self {
@@ -91,7 +82,7 @@ impl ReadAheadBuilder {
     }
 
     /// How many chunks may wait for the decoder (default
-    /// [`DEFAULT_CHUNKS_IN_FLIGHT`]; at least 1). The pipeline holds at most this
+    /// [`ReadAhead::DEFAULT_CHUNKS_IN_FLIGHT`]; at least 1). The pipeline holds at most this
     /// many, plus the one being read and the one being decoded, and keeps up to four
     /// that the reader is done with for the next reads (their memory is used again).
     pub fn chunks_in_flight(&mut self, chunks: usize) -> &mut Self {
@@ -158,6 +149,15 @@ pub struct ReadAhead {
 }
 
 impl ReadAhead {
+    /// The default size of a read-ahead chunk: 512 KiB, 16 blocks. Large enough that a
+    /// read's fixed cost (a system call, a hand-over between threads) is small beside
+    /// copying the bytes; small enough that a chunk is still in the CPU's cache when it
+    /// is decoded.
+    pub const DEFAULT_CHUNK_BYTES: usize = 16 * BLOCK_SIZE;
+
+    /// The default number of chunks queued ahead of the decoder: 4.
+    pub const DEFAULT_CHUNKS_IN_FLIGHT: usize = 4;
+
     /// A builder, to choose the chunk size and how many chunks are read ahead.
     pub fn builder() -> ReadAheadBuilder {
         ReadAheadBuilder::default()

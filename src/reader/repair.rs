@@ -22,7 +22,6 @@ use tokio_util::codec::FramedRead;
 
 use crate::codec::encoder::LogFormat;
 use crate::decoder::LogDecoder;
-use crate::decoder::DEFAULT_MAX_RECORD_BYTES;
 use crate::error::CorruptionKind;
 use crate::error::Error;
 use crate::format::fragment::Dialect;
@@ -131,13 +130,13 @@ pub struct RepairOptions {
 impl Default for RepairOptions {
     fn default() -> Self {
         RepairOptions {
-            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            max_record_bytes: LogDecoder::DEFAULT_MAX_RECORD_BYTES,
         }
     }
 }
 
 impl RepairOptions {
-    /// The defaults: records up to [`DEFAULT_MAX_RECORD_BYTES`] (64 MiB).
+    /// The defaults: records up to [`LogDecoder::DEFAULT_MAX_RECORD_BYTES`] (64 MiB).
     pub fn new() -> RepairOptions {
         RepairOptions::default()
     }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use super::storage::{self, Storage};
-use super::{Entry, Error, Failure, Flusher, Shared, Signal, State, DEFAULT_MAX_QUEUED_BYTES};
+use super::{Entry, Error, Failure, Flusher, Shared, Signal, State, WriterOptions};
 
 /// The file and how far it is allocated; held by whoever writes a batch.
 pub(super) struct Io {
@@ -269,7 +269,11 @@ fn publish(
     if batch.whole {
         // Keep the buffer for the next swap unless one huge record grew it.
         let mut bytes = batch.bytes;
-        if bytes.capacity() <= 2 * shared.max_batch_bytes.max(DEFAULT_MAX_QUEUED_BYTES) {
+        if bytes.capacity()
+            <= 2 * shared
+                .max_batch_bytes
+                .max(WriterOptions::DEFAULT_MAX_QUEUED_BYTES)
+        {
             bytes.clear();
             state.spare = bytes;
         }

@@ -50,15 +50,10 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use tokio::sync::{oneshot, watch, Semaphore};
 
-pub use options::{
-    WriterOptions, DEFAULT_IDLE_SPIN, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_QUEUED_BYTES,
-    DEFAULT_PREALLOCATE_BYTES, DEFAULT_SLOW_SYNC_THRESHOLD,
-};
+pub use options::WriterOptions;
 pub use storage::{FileStorage, Storage};
-pub use stream::DEFAULT_STREAM_STALL_TIMEOUT;
 
 use crate::codec::encoder::LogEncoder;
-use crate::decoder::DEFAULT_MAX_RECORD_BYTES;
 use crate::error::Error;
 use crate::format::Position;
 use crate::observe;

@@ -4,21 +4,6 @@
 
 use super::*;
 
-/// Default cap on the bytes one write + sync covers: 1 MiB.
-pub const DEFAULT_MAX_BATCH_BYTES: usize = 1024 * 1024;
-
-/// Default bound on encoded bytes queued and not yet written: 4 MiB.
-pub const DEFAULT_MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
-
-/// Default step of [`WriterOptions::preallocate`]: 1 MiB.
-pub const DEFAULT_PREALLOCATE_BYTES: u64 = 1 << 20;
-
-/// Default time the flusher watches for new work before sleeping: 50 µs.
-pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(50);
-
-/// Default sync latency from which feature `tracing` warns of a slow sync: 1 s.
-pub const DEFAULT_SLOW_SYNC_THRESHOLD: Duration = Duration::from_secs(1);
-
 /// Configures an [`AsyncLogWriter`], then opens it.
 ///
 /// ```
@@ -57,17 +42,17 @@ pub struct WriterOptions {
 impl Default for WriterOptions {
     fn default() -> Self {
         WriterOptions {
-            max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
-            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
+            max_batch_bytes: WriterOptions::DEFAULT_MAX_BATCH_BYTES,
+            max_queued_bytes: WriterOptions::DEFAULT_MAX_QUEUED_BYTES,
             min_sync_interval: None,
-            idle_spin: DEFAULT_IDLE_SPIN,
-            preallocate: DEFAULT_PREALLOCATE_BYTES,
-            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            idle_spin: WriterOptions::DEFAULT_IDLE_SPIN,
+            preallocate: WriterOptions::DEFAULT_PREALLOCATE_BYTES,
+            max_record_bytes: crate::decoder::LogDecoder::DEFAULT_MAX_RECORD_BYTES,
             format: crate::codec::encoder::LogFormat::leveldb(),
-            stream_stall_timeout: DEFAULT_STREAM_STALL_TIMEOUT,
+            stream_stall_timeout: WriterOptions::DEFAULT_STREAM_STALL_TIMEOUT,
             leader_writes: true,
             name: String::new(),
-            slow_sync_threshold: DEFAULT_SLOW_SYNC_THRESHOLD,
+            slow_sync_threshold: WriterOptions::DEFAULT_SLOW_SYNC_THRESHOLD,
         }
     }
 }
@@ -88,6 +73,28 @@ impl From<&WriterOptions> for WriterOptions {
 }
 
 impl WriterOptions {
+    /// Default of [`max_batch_bytes`](Self::max_batch_bytes), the cap on the bytes one
+    /// write + sync covers: 1 MiB.
+    pub const DEFAULT_MAX_BATCH_BYTES: usize = 1024 * 1024;
+
+    /// Default of [`max_queued_bytes`](Self::max_queued_bytes), the bound on encoded
+    /// bytes queued and not yet written: 4 MiB.
+    pub const DEFAULT_MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
+
+    /// Default step of [`preallocate`](Self::preallocate): 1 MiB.
+    pub const DEFAULT_PREALLOCATE_BYTES: u64 = 1 << 20;
+
+    /// Default of [`idle_spin`](Self::idle_spin), the time the flusher watches for new
+    /// work before sleeping: 50 µs.
+    pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(50);
+
+    /// Default of [`slow_sync_threshold`](Self::slow_sync_threshold), the sync latency
+    /// from which feature `tracing` warns of a slow sync: 1 s.
+    pub const DEFAULT_SLOW_SYNC_THRESHOLD: Duration = Duration::from_secs(1);
+
+    /// Default of [`stream_stall_timeout`](Self::stream_stall_timeout): 10 s.
+    pub const DEFAULT_STREAM_STALL_TIMEOUT: Duration = Duration::from_secs(10);
+
     /// The defaults: 1 MiB batches, 4 MiB of queue, no minimum sync interval, 50 µs of
     /// idle spin, 1 MiB of preallocation.
     pub fn new() -> WriterOptions {
@@ -155,7 +162,7 @@ impl WriterOptions {
 
     /// Grow the file ahead of the log, `bytes` at a time, with zeros that are written
     /// and synced before any record lands in them (default
-    /// [`DEFAULT_PREALLOCATE_BYTES`], 1 MiB; `preallocate(0)` turns it off, and the
+    /// [`DEFAULT_PREALLOCATE_BYTES`](Self::DEFAULT_PREALLOCATE_BYTES), 1 MiB; `preallocate(0)` turns it off, and the
     /// file then grows with each write).
     ///
     /// Why: on a growing file every `fdatasync` must also commit the new file size
@@ -196,7 +203,7 @@ impl WriterOptions {
     }
 
     /// The largest record an append accepts (default
-    /// [`DEFAULT_MAX_RECORD_BYTES`], 64 MiB): a larger one fails with
+    /// [`LogDecoder::DEFAULT_MAX_RECORD_BYTES`](crate::decoder::LogDecoder::DEFAULT_MAX_RECORD_BYTES), 64 MiB): a larger one fails with
     /// [`Error::RecordTooLarge`] before anything is queued. [`open`](Self::open)
     /// reads the existing log with the same bound. Keep it at or below what the
     /// log's readers accept ([`LogDecoderBuilder::max_record_bytes`](crate::LogDecoderBuilder::max_record_bytes)).
@@ -229,7 +236,7 @@ impl WriterOptions {
 
     /// How long a streamed append ([`AsyncLogWriter::append_stream`]) waits for its
     /// source to deliver each fragment's bytes (up to 32 KiB) before it fails
-    /// (default [`DEFAULT_STREAM_STALL_TIMEOUT`], 10 s). Other appends wait behind a
+    /// (default [`DEFAULT_STREAM_STALL_TIMEOUT`](Self::DEFAULT_STREAM_STALL_TIMEOUT), 10 s). Other appends wait behind a
     /// streamed record, so this bounds how long a stalled source holds them up.
     pub fn stream_stall_timeout(&mut self, timeout: Duration) -> &mut Self {
         self.stream_stall_timeout = timeout;
@@ -253,7 +260,7 @@ impl WriterOptions {
 
     /// With feature `tracing`, a sync that takes this long or longer is a WARN
     /// event `slow log sync` with its latency (default
-    /// [`DEFAULT_SLOW_SYNC_THRESHOLD`], 1 s). Without the feature it has no effect.
+    /// [`DEFAULT_SLOW_SYNC_THRESHOLD`](Self::DEFAULT_SLOW_SYNC_THRESHOLD), 1 s). Without the feature it has no effect.
     pub fn slow_sync_threshold(&mut self, threshold: Duration) -> &mut Self {
         self.slow_sync_threshold = threshold;
         self
@@ -342,8 +349,12 @@ impl WriterOptions {
     /// and the batch being written (with a writer's defaults at least), plus the
     /// block they end in.
     pub(crate) fn unsynced_window(&self) -> u64 {
-        (self.max_queued_bytes.max(DEFAULT_MAX_QUEUED_BYTES)
-            + self.max_batch_bytes.max(DEFAULT_MAX_BATCH_BYTES)
+        (self
+            .max_queued_bytes
+            .max(WriterOptions::DEFAULT_MAX_QUEUED_BYTES)
+            + self
+                .max_batch_bytes
+                .max(WriterOptions::DEFAULT_MAX_BATCH_BYTES)
             + crate::format::BLOCK_SIZE) as u64
     }
 

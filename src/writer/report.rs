@@ -119,7 +119,10 @@ impl WriterObserver {
 /// there: the common case). Not a stable API.
 #[doc(hidden)]
 pub fn batch_report_cost(batches: u64) -> Duration {
-    let observer = WriterObserver::new("probe", crate::writer::DEFAULT_SLOW_SYNC_THRESHOLD);
+    let observer = WriterObserver::new(
+        "probe",
+        crate::writer::WriterOptions::DEFAULT_SLOW_SYNC_THRESHOLD,
+    );
     let started = std::time::Instant::now();
     for i in 0..batches {
         let i = std::hint::black_box(i);

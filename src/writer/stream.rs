@@ -9,7 +9,6 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::io::AsyncRead;
 use tokio::sync::oneshot;
@@ -19,9 +18,6 @@ use crate::codec::encoder::LogEncoder;
 use crate::codec::record_writer::{fill_fragment, Framer};
 use crate::error::Error;
 use crate::format::Position;
-
-/// The default of [`WriterOptions::stream_stall_timeout`](crate::WriterOptions::stream_stall_timeout): 10 s.
-pub const DEFAULT_STREAM_STALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Holds the end of the log for a streamed record; on drop gives it back and wakes
 /// the appends waiting behind it. Dropped part way into a record (an error, or the

@@ -40,7 +40,7 @@ use std::sync::mpsc;
 use indicatif::ProgressBar;
 use walcodec::fragment::{Fragment, FragmentHeader, FragmentRules, FragmentType, Part};
 use walcodec::physical::{Chunk, Metadata, Piece, Pieces};
-use walcodec::{Dialect, RecordType, BLOCK_SIZE, HEADER_SIZE};
+use walcodec::{Dialect, BLOCK_SIZE, HEADER_SIZE};
 
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
 use crate::dialect::{DialectArgs, LogChoice};
@@ -52,13 +52,13 @@ use crate::wal::compression_name;
 
 /// The name of a fragment type, as in `chunks.txt`.
 pub(crate) fn type_name(type_byte: u8) -> &'static str {
-    match RecordType::from_u8(type_byte) {
-        Some(RecordType::Zero) => "ZERO",
-        Some(RecordType::Full) => "FULL",
-        Some(RecordType::First) => "FIRST",
-        Some(RecordType::Middle) => "MIDDLE",
-        Some(RecordType::Last) => "LAST",
-        None => "UNKNOWN",
+    match FragmentType::from_u8(type_byte, Dialect::LevelDb) {
+        Some(FragmentType::Zero) => "ZERO",
+        Some(FragmentType::Full) => "FULL",
+        Some(FragmentType::First) => "FIRST",
+        Some(FragmentType::Middle) => "MIDDLE",
+        Some(FragmentType::Last) => "LAST",
+        _ => "UNKNOWN",
     }
 }
 
@@ -150,8 +150,13 @@ pub(crate) fn judge(chunk: &Chunk<'_>) -> Status {
             ..
         } => {
             let known = matches!(
-                header.record_type(),
-                Some(RecordType::Full | RecordType::First | RecordType::Middle | RecordType::Last)
+                FragmentType::from_u8(header.type_byte, Dialect::LevelDb),
+                Some(
+                    FragmentType::Full
+                        | FragmentType::First
+                        | FragmentType::Middle
+                        | FragmentType::Last
+                )
             );
             if checksum_ok && known {
                 Status::Clean

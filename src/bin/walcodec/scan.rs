@@ -115,7 +115,7 @@ impl Layout {
                 ..
             }
             | Piece::Metadata { fragment, .. } => {
-                let part = fragment.part().map(|part| part.record_type().as_u8());
+                let part = fragment.part().map(|part| part.type_byte(false));
                 match part.and_then(|t| self.by_type.get_mut(usize::from(t))) {
                     Some(count) => *count += 1,
                     None => self.other_types += 1,
