@@ -110,15 +110,17 @@ pub use codec::record_writer::{LogWriter, RecordWriter};
 pub use codec::recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
 pub use decoder::{
     DecodeStats, LogDecoder, LogDecoderBuilder, LogInput, ParseRecoveryError, Recovery,
+    DEFAULT_MAX_RECORD_BYTES,
 };
 pub use error::{Corruption, CorruptionKind, Error, LogChange};
 pub use format::fragment::Dialect;
-pub use format::{block_start, Position, BLOCK_SIZE, HEADER_SIZE};
+pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 /// The version of the replication protocol (see [`Replica`]).
 pub use logdir::PROTOCOL_VERSION as REPLICATION_PROTOCOL_VERSION;
 pub use logdir::{
     DirReader, DirRecord, Epoch, History, LogDir, LogDirOptions, LogId, LogPosition,
     ParsePositionError, Replica, RetentionHold, SegmentInfo, SegmentList, ShipStats, SyncEnd,
+    DEFAULT_WAKE_INTERVAL,
 };
 pub use reader::record::RecordReader;
 pub use reader::repair::{repair_log, scan_log, RepairOptions, TailScan};

@@ -223,6 +223,10 @@ fn escape(bytes: &[u8]) -> String {
     text
 }
 
+/// [`RecordIoCodec::DEFAULT_MAX_RECORD_BYTES`] (8 MiB) at the path where it was
+/// first specified.
+pub const DEFAULT_MAX_RECORDIO_BYTES: usize = RecordIoCodec::DEFAULT_MAX_RECORD_BYTES;
+
 /// Configures a [`RecordIoCodec`], in the manner of tokio-util's
 /// `length_delimited::Builder`.
 ///

@@ -129,6 +129,10 @@ enum Flow {
     Failed,
 }
 
+/// [`LogDecoder::DEFAULT_MAX_RECORD_BYTES`] (64 MiB) at the crate's root, where
+/// it was first specified.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = LogDecoder::DEFAULT_MAX_RECORD_BYTES;
+
 /// Decodes records from the LevelDB log format.
 ///
 /// Use it with [`FramedRead`](tokio_util::codec::FramedRead) over any

@@ -14,6 +14,10 @@
 //! trailer and the next fragment starts at the next block.
 
 #[cfg(feature = "zstd")]
+/// The type byte under the name the format module was first specified with:
+/// [`FragmentType`](fragment::FragmentType) (`RecordType::Full`, `RecordType::First`, ...).
+pub use fragment::FragmentType as RecordType;
+
 pub mod compression;
 pub mod detect;
 pub mod fragment;

@@ -47,6 +47,10 @@ use crate::writer::AsyncLogWriter;
 use crate::writer::WriterOptions;
 use report::DirObserver;
 
+/// [`LogDirOptions::DEFAULT_WAKE_INTERVAL`] (1 ms) at the crate's root, where it
+/// was first specified.
+pub const DEFAULT_WAKE_INTERVAL: Duration = LogDirOptions::DEFAULT_WAKE_INTERVAL;
+
 /// Configures a [`LogDir`], then opens it.
 ///
 /// ```
