@@ -247,14 +247,19 @@ async fn failback_inside_a_recycled_segment_is_found_and_rewound() {
     assert!(purged.len() >= 2, "a pool to recycle from: {purged:?}");
     let pool = pooled(p.path());
     assert!(pool >= 2, "purged files kept for reuse: {pool}");
-    append(&old, 3, 0..40).await;
-    let shipped = old.end();
-    assert_ne!(shipped.offset, 0, "the fork is inside a segment");
-    assert!(shipped.segment > *purged.last().unwrap());
-    assert!(
-        pooled(p.path()) < pool,
-        "the new segments are recycled files"
+    old.rotate().await.unwrap();
+    assert_eq!(
+        pooled(p.path()),
+        pool - 1,
+        "the new segment is a recycled file"
     );
+    // Less than a segment: the fork falls inside the recycled one.
+    let first_new = old.end().segment;
+    assert!(first_new > *purged.last().unwrap());
+    append(&old, 3, 0..6).await;
+    let shipped = old.end();
+    assert_eq!(shipped.segment, first_new);
+    assert_ne!(shipped.offset, 0, "the fork is inside a segment");
     let mut replica = Replica::open(r.path()).await.unwrap();
     catch_up(&old, &mut replica).await;
     // Records the replica never gets, in the recycled segment and the next ones.
@@ -288,7 +293,15 @@ async fn failback_inside_a_recycled_segment_is_found_and_rewound() {
         read_all(r.path()).await,
         "the copy reads as the new primary"
     );
-    assert!(copied.ends_with(&expected), "{} records", copied.len());
+    assert!(
+        copied.ends_with(&expected),
+        "{} records: {:?}",
+        copied.len(),
+        copied
+            .iter()
+            .map(|r| (r.len(), r.first().copied()))
+            .collect::<Vec<_>>()
+    );
     // Each segment of the copy is the new primary's up to its end (a recycled
     // file may hold old bytes past it).
     for segment in LogDir::list(r.path()).unwrap().segments {
