@@ -13,11 +13,11 @@
 //! A fragment never starts in the last 6 bytes of a block: those bytes are a zero
 //! trailer and the next fragment starts at the next block.
 
-#[cfg(feature = "zstd")]
 /// The type byte under the name the format module was first specified with:
 /// [`FragmentType`](fragment::FragmentType) (`RecordType::Full`, `RecordType::First`, ...).
 pub use fragment::FragmentType as RecordType;
 
+#[cfg(feature = "zstd")]
 pub mod compression;
 pub mod detect;
 pub mod fragment;
