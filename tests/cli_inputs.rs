@@ -383,14 +383,23 @@ fn run_changed_during_read(args: &[&str], len: u64, mut change: impl FnMut()) ->
             };
             if read >= READING {
                 signal(pid, "STOP");
-                while !is_stopped(pid) && child.try_wait().unwrap().is_none() {
+                // A command that ended as it was stopped is reaped here, and is no
+                // longer there to be sent on (nor was it caught mid-read).
+                let mut ended = false;
+                while !is_stopped(pid) {
+                    if child.try_wait().unwrap().is_some() {
+                        ended = true;
+                        break;
+                    }
                     thread::yield_now();
                 }
-                if bytes_read_by(pid).is_some_and(|read| read < len) {
-                    change();
-                    changed = true;
+                if !ended {
+                    if bytes_read_by(pid).is_some_and(|read| read < len) {
+                        change();
+                        changed = true;
+                    }
+                    signal(pid, "CONT");
                 }
-                signal(pid, "CONT");
                 break;
             }
             // A hang guard, not a measure.
