@@ -17,6 +17,10 @@
 #                                            # shared RocksDB (WAL synced per write
 #                                            # batch), 1, 16, 64 and 256 groups
 #                                            # (WALCODEC_BENCH_GROUPS, WALCODEC_BENCH_DIR)
+#   scripts/raft-cluster-bench.sh groups-cluster  # three nodes, each in every one of
+#                                            # 64 groups (leaders spread): a SharedLog
+#                                            # per node against a LogStore per group
+#                                            # (--groups, --writes, --rounds, --dir)
 #   scripts/raft-cluster-bench.sh test       # the crate's tests: openraft's suite on
 #                                            # the in-memory and RocksDB stores, a
 #                                            # small run of every store
@@ -48,8 +52,8 @@ manifest=raft/cluster-bench/Cargo.toml
 if [ "$mode" = test ]; then
     exec cargo test --release --manifest-path "$manifest" --features rocksdb "$@"
 fi
-if [ "$mode" = groups ]; then
-    exec cargo run --release --manifest-path "$manifest" --features rocksdb --bin groups -- "$@"
+if [ "$mode" = groups ] || [ "$mode" = groups-cluster ]; then
+    exec cargo run --release --manifest-path "$manifest" --features rocksdb --bin "${mode/-/_}" -- "$@"
 fi
 cargo build --release --manifest-path "$manifest" --features rocksdb
 bin=raft/cluster-bench/target/release/walcodec-raft-cluster-bench
@@ -86,5 +90,5 @@ syncs)
     done
     rm -f "$trace"
     ;;
-*) echo "usage: $0 [full|short|syncs|groups|test] [benchmark flags]" >&2; exit 2 ;;
+*) echo "usage: $0 [full|short|syncs|groups|groups-cluster|test] [benchmark flags]" >&2; exit 2 ;;
 esac
