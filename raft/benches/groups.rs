@@ -7,7 +7,7 @@
 //!
 //! `cargo bench -p walcodec-raft --bench groups` (`WALCODEC_BENCH_DIR` picks the
 //! disk; the default is the temp directory; `WALCODEC_BENCH_GROUPS=1,16,64,256`
-//! picks the group counts).
+//! picks the group counts, `WALCODEC_BENCH_ROUNDS=3` the rounds).
 //!
 //! `raft/cluster-bench`'s `groups` binary runs this file as a module with a third
 //! contender, a shared RocksDB (`scripts/raft-cluster-bench.sh groups`): the
@@ -35,6 +35,7 @@ use walcodec_raft::{LogStore, SharedLog};
 /// Appends in all, spread over the groups (each group at least `MIN_PER_GROUP`).
 const TOTAL: u64 = 2000;
 const MIN_PER_GROUP: u64 = 10;
+/// Rounds unless `WALCODEC_BENCH_ROUNDS` says otherwise.
 const ROUNDS: usize = 3;
 
 fn bench_dir() -> std::path::PathBuf {
@@ -234,8 +235,13 @@ pub(crate) fn run(others: Vec<Contender>) {
     println!("|---|---:|---:|---:|---:|---:|");
     // (groups, the other's name, SharedLog's writes/s over the other's, per round).
     let mut ratios: Vec<(u64, &str, Vec<f64>)> = Vec::new();
+    let rounds: usize = std::env::var("WALCODEC_BENCH_ROUNDS")
+        .ok()
+        .map(|v| v.trim().parse().expect("a number of rounds"))
+        .unwrap_or(ROUNDS)
+        .max(1);
     for &groups in &counts {
-        for round in 0..ROUNDS {
+        for round in 0..rounds {
             let dir = tempfile::tempdir_in(bench_dir()).unwrap();
             let per_group = (TOTAL / groups).max(MIN_PER_GROUP);
             // The order rotates from round to round, so that disk (and CPU) noise
@@ -267,18 +273,18 @@ pub(crate) fn run(others: Vec<Contender>) {
                     .iter_mut()
                     .find(|(g, n, _)| *g == groups && n == name)
                 {
-                    Some((_, _, rounds)) => rounds.push(ratio),
+                    Some((_, _, per_round)) => per_round.push(ratio),
                     None => ratios.push((groups, name, vec![ratio])),
                 }
             }
         }
     }
-    for (groups, name, mut rounds) in ratios {
-        rounds.sort_by(f64::total_cmp);
-        let shown: Vec<String> = rounds.iter().map(|r| format!("{r:.2}")).collect();
+    for (groups, name, mut per_round) in ratios {
+        per_round.sort_by(f64::total_cmp);
+        let shown: Vec<String> = per_round.iter().map(|r| format!("{r:.2}")).collect();
         println!(
             "{groups} groups: SharedLog {:.2}x the writes/s of {name} (median; rounds {})",
-            rounds[rounds.len() / 2],
+            per_round[per_round.len() / 2],
             shown.join(", ")
         );
     }
