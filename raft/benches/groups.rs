@@ -3,7 +3,8 @@
 //! awaiting its flush (what openraft 0.9 does for each client write), with the
 //! groups on one `SharedLog` against the same groups on one `LogStore` each (a
 //! `LogDir` each). Reports writes/s, p50/p99 latency and segment syncs per write
-//! (counted through the log directory's storage seam), and the ratios of one run.
+//! and the mean time of a sync (counted and timed through the log directory's
+//! storage seam), and the ratios of one run.
 //!
 //! `cargo bench -p walcodec-raft --bench groups` (`WALCODEC_BENCH_DIR` picks the
 //! disk; the default is the temp directory; `WALCODEC_BENCH_GROUPS=1,16,64,256`
@@ -44,9 +45,26 @@ fn bench_dir() -> std::path::PathBuf {
         .unwrap_or_else(std::env::temp_dir)
 }
 
-/// A log directory's storage that counts the syncs of its files.
+/// The syncs of a contender's files: how many, and the time spent in them.
+#[derive(Debug, Default)]
+pub(crate) struct Syncs {
+    pub(crate) count: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl Syncs {
+    /// The count and the time spent so far.
+    pub(crate) fn read(&self) -> (u64, Duration) {
+        (
+            self.count.load(Ordering::Relaxed),
+            Duration::from_nanos(self.nanos.load(Ordering::Relaxed)),
+        )
+    }
+}
+
+/// A log directory's storage that counts the syncs of its files and times them.
 #[derive(Debug)]
-pub(crate) struct CountingDir(pub(crate) Arc<AtomicU64>);
+pub(crate) struct CountingDir(pub(crate) Arc<Syncs>);
 
 impl DirStorage for CountingDir {
     fn storage(&self, file: File) -> Box<dyn Storage> {
@@ -59,7 +77,7 @@ impl DirStorage for CountingDir {
 
 struct CountingFile {
     inner: FileStorage,
-    syncs: Arc<AtomicU64>,
+    syncs: Arc<Syncs>,
 }
 
 impl Storage for CountingFile {
@@ -68,8 +86,12 @@ impl Storage for CountingFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        self.syncs.fetch_add(1, Ordering::Relaxed);
-        self.inner.sync()
+        let started = Instant::now();
+        let result = self.inner.sync();
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.syncs.nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.syncs.count.fetch_add(1, Ordering::Relaxed);
+        result
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
@@ -83,6 +105,8 @@ pub(crate) struct Outcome {
     p50: Duration,
     p99: Duration,
     syncs_per_write: f64,
+    /// The mean time of a sync (the contender's own clock of its syncs).
+    sync_time: Duration,
 }
 
 /// A boxed future that can move between the runtime's threads.
@@ -116,13 +140,13 @@ pub(crate) struct Contender {
 }
 
 /// Runs one writer per group; each appends `per_group` entries one at a time.
-/// `syncs` reads the contender's sync count so far.
+/// `syncs` reads the contender's sync count and time spent syncing so far.
 pub(crate) async fn drive(
     writers: Vec<Box<dyn GroupWriter>>,
     per_group: u64,
-    syncs: &(dyn Fn() -> u64 + Sync),
+    syncs: &(dyn Fn() -> (u64, Duration) + Sync),
 ) -> Outcome {
-    let before = syncs();
+    let (before, before_time) = syncs();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for mut writer in writers {
@@ -142,7 +166,8 @@ pub(crate) async fn drive(
         latencies.extend(task.await.unwrap());
     }
     let elapsed = started.elapsed();
-    let synced = syncs() - before;
+    let (after, after_time) = syncs();
+    let synced = after - before;
     latencies.sort();
     let writes = latencies.len() as f64;
     Outcome {
@@ -150,11 +175,14 @@ pub(crate) async fn drive(
         p50: latencies[latencies.len() / 2],
         p99: latencies[latencies.len() * 99 / 100],
         syncs_per_write: synced as f64 / writes,
+        sync_time: (after_time - before_time)
+            .checked_div(u32::try_from(synced).unwrap_or(u32::MAX))
+            .unwrap_or_default(),
     }
 }
 
 async fn shared(dir: &Path, groups: u64, per_group: u64) -> Outcome {
-    let syncs = Arc::new(AtomicU64::new(0));
+    let syncs = Arc::new(Syncs::default());
     let log = SharedLog::builder()
         .log_dir(LogDirOptions::new().dir_storage(Arc::new(CountingDir(Arc::clone(&syncs)))))
         .open(dir.join(format!("shared-{groups}")))
@@ -164,7 +192,7 @@ async fn shared(dir: &Path, groups: u64, per_group: u64) -> Outcome {
     for g in 0..groups {
         writers.push(Box::new(log.store::<TypeConfig>(g).await.unwrap()));
     }
-    let result = drive(writers, per_group, &|| syncs.load(Ordering::Relaxed)).await;
+    let result = drive(writers, per_group, &|| syncs.read()).await;
     // What the log wrote beyond the groups' records (rewrites of lagging groups).
     eprintln!("shared log, {groups} groups: {}", log.space_stats());
     log.close().await.unwrap();
@@ -172,7 +200,7 @@ async fn shared(dir: &Path, groups: u64, per_group: u64) -> Outcome {
 }
 
 async fn separate(dir: &Path, groups: u64, per_group: u64) -> Outcome {
-    let syncs = Arc::new(AtomicU64::new(0));
+    let syncs = Arc::new(Syncs::default());
     let mut writers: Vec<Box<dyn GroupWriter>> = Vec::new();
     for g in 0..groups {
         writers.push(Box::new(
@@ -187,16 +215,17 @@ async fn separate(dir: &Path, groups: u64, per_group: u64) -> Outcome {
                 .unwrap(),
         ));
     }
-    drive(writers, per_group, &|| syncs.load(Ordering::Relaxed)).await
+    drive(writers, per_group, &|| syncs.read()).await
 }
 
 fn row(name: &str, groups: u64, r: &Outcome) {
     println!(
-        "| {name} | {groups} | {:.0} | {:.2} | {:.2} | {:.3} |",
+        "| {name} | {groups} | {:.0} | {:.2} | {:.2} | {:.3} | {:.2} |",
         r.writes_per_s,
         r.p50.as_secs_f64() * 1e3,
         r.p99.as_secs_f64() * 1e3,
-        r.syncs_per_write
+        r.syncs_per_write,
+        r.sync_time.as_secs_f64() * 1e3
     );
 }
 
@@ -231,8 +260,8 @@ pub(crate) fn run(others: Vec<Contender>) {
         .enable_all()
         .build()
         .unwrap();
-    println!("| store | groups | writes/s | p50 ms | p99 ms | syncs/write |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| store | groups | writes/s | p50 ms | p99 ms | syncs/write | ms/sync |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     // (groups, the other's name, SharedLog's writes/s over the other's, per round).
     let mut ratios: Vec<(u64, &str, Vec<f64>)> = Vec::new();
     let rounds: usize = std::env::var("WALCODEC_BENCH_ROUNDS")

@@ -27,6 +27,7 @@ mod rocks_shared {
 
     use std::path::Path;
     use std::sync::Arc;
+    use std::time::Duration;
 
     use rocksdb::{Options, WriteBatch, WriteOptions, DB};
 
@@ -35,6 +36,8 @@ mod rocks_shared {
 
     /// The statistics ticker of WAL syncs (`WAL_FILE_SYNCED`).
     const WAL_SYNCED: &str = "rocksdb.wal.synced";
+    /// The histogram of WAL sync times (`WAL_FILE_SYNC_MICROS`).
+    const WAL_SYNC_MICROS: &str = "rocksdb.wal.file.sync.micros";
 
     struct Writer {
         db: Arc<DB>,
@@ -77,15 +80,40 @@ mod rocks_shared {
         }
     }
 
-    /// `name COUNT : n` from RocksDB's statistics dump.
-    fn ticker(options: &Options, name: &str) -> u64 {
-        let dump = options.get_statistics().expect("statistics enabled");
+    /// The number after `field : ` on the line of `name` in RocksDB's statistics
+    /// dump (`name COUNT : n` for a ticker, `name P50 : .. SUM : n` for a
+    /// histogram).
+    fn statistic(dump: &str, name: &str, field: &str) -> u64 {
         dump.lines()
             .find_map(|line| {
-                let rest = line.strip_prefix(name)?.strip_prefix(" COUNT : ")?;
-                rest.trim().parse().ok()
+                let rest = line.strip_prefix(name)?;
+                if !rest.starts_with(' ') {
+                    return None;
+                }
+                // `FIELD : value` pairs.
+                let mut tokens = rest.split_whitespace();
+                while let Some(token) = tokens.next() {
+                    if token == field {
+                        tokens.next()?;
+                        return tokens.next()?.parse().ok();
+                    }
+                }
+                None
             })
-            .unwrap_or_else(|| panic!("no ticker {name} in RocksDB's statistics"))
+            .unwrap_or_else(|| panic!("no {name} {field} in RocksDB's statistics"))
+    }
+
+    /// WAL syncs so far and the time spent in them.
+    fn syncs(options: &Options) -> (u64, Duration) {
+        let dump = options.get_statistics().expect("statistics enabled");
+        (
+            statistic(&dump, WAL_SYNCED, "COUNT"),
+            Duration::from_micros(statistic(&dump, WAL_SYNC_MICROS, "SUM")),
+        )
+    }
+
+    fn syncs_so_far(options: &std::sync::Mutex<Options>) -> (u64, Duration) {
+        syncs(&options.lock().unwrap())
     }
 
     pub(super) async fn run(dir: &Path, groups: u64, per_group: u64) -> Outcome {
@@ -103,10 +131,7 @@ mod rocks_shared {
             .collect();
         // The statistics are read on this thread only (`Options` is not Sync).
         let syncs = std::sync::Mutex::new(options);
-        let outcome = drive(writers, per_group, &|| {
-            ticker(&syncs.lock().unwrap(), WAL_SYNCED)
-        })
-        .await;
+        let outcome = drive(writers, per_group, &|| syncs_so_far(&syncs)).await;
         // Every write is there, in its group's key range.
         for group in [0, groups - 1] {
             let last = key(group, per_group - 1);

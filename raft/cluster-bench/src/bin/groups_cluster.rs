@@ -34,7 +34,7 @@ mod types;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,7 +43,7 @@ use openraft::Config;
 use walcodec::LogDirOptions;
 use walcodec_raft::{LogStore, SharedLog};
 
-use harness::CountingDir;
+use harness::{CountingDir, Syncs};
 use network::Router;
 use state_machine::StateMachine;
 use types::{Command, NodeId, Raft, Request, TypeConfig};
@@ -138,11 +138,11 @@ where
 struct Cluster {
     groups: Vec<Router>,
     shared: Vec<SharedLog>,
-    syncs: Arc<AtomicU64>,
+    syncs: Arc<Syncs>,
 }
 
 async fn cluster(kind: Kind, dir: &Path, groups: u64) -> Result<Cluster, BoxError> {
-    let syncs = Arc::new(AtomicU64::new(0));
+    let syncs = Arc::new(Syncs::default());
     let options = || {
         LogDirOptions::new()
             .dir_storage(Arc::new(CountingDir(Arc::clone(&syncs))))
@@ -234,7 +234,7 @@ async fn run(kind: Kind, base: &Path, groups: u64, per_group: u64) -> Result<Out
     let leaders: Vec<Raft> = (0..groups as usize)
         .map(|g| cluster.groups[g].get(NODES[g % NODES.len()]))
         .collect();
-    let before = cluster.syncs.load(Ordering::Relaxed);
+    let before = cluster.syncs.count.load(Ordering::Relaxed);
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (group, leader) in leaders.iter().enumerate() {
@@ -260,7 +260,7 @@ async fn run(kind: Kind, base: &Path, groups: u64, per_group: u64) -> Result<Out
         latencies.extend(task.await??);
     }
     let elapsed = started.elapsed();
-    let syncs = cluster.syncs.load(Ordering::Relaxed) - before;
+    let syncs = cluster.syncs.count.load(Ordering::Relaxed) - before;
     // Not timed: in every group, every node has applied every entry.
     for (router, leader) in cluster.groups.iter().zip(&leaders) {
         let last = leader.metrics().borrow().last_log_index;
