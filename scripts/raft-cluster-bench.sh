@@ -12,6 +12,15 @@
 #   scripts/raft-cluster-bench.sh short      # 1 round, 512 writes a run
 #   scripts/raft-cluster-bench.sh syncs      # syncs per write, counted by strace:
 #                                            # each store at 1 and 64 clients
+#   scripts/raft-cluster-bench.sh groups     # store level, many groups on one node:
+#                                            # SharedLog, a LogStore per group and one
+#                                            # shared RocksDB (WAL synced per write
+#                                            # batch), 1, 16, 64 and 256 groups
+#                                            # (WALCODEC_BENCH_GROUPS, WALCODEC_BENCH_DIR)
+#   scripts/raft-cluster-bench.sh groups-cluster  # three nodes, each in every one of
+#                                            # 64 groups (leaders spread): a SharedLog
+#                                            # per node against a LogStore per group
+#                                            # (--groups, --writes, --rounds, --dir)
 #   scripts/raft-cluster-bench.sh test       # the crate's tests: openraft's suite on
 #                                            # the in-memory and RocksDB stores, a
 #                                            # small run of every store
@@ -42,6 +51,9 @@ export ROCKSDB_LIB_DIR=$(dirname "$lib")
 manifest=raft/cluster-bench/Cargo.toml
 if [ "$mode" = test ]; then
     exec cargo test --release --manifest-path "$manifest" --features rocksdb "$@"
+fi
+if [ "$mode" = groups ] || [ "$mode" = groups-cluster ]; then
+    exec cargo run --release --manifest-path "$manifest" --features rocksdb --bin "${mode/-/_}" -- "$@"
 fi
 cargo build --release --manifest-path "$manifest" --features rocksdb
 bin=raft/cluster-bench/target/release/walcodec-raft-cluster-bench
@@ -78,5 +90,5 @@ syncs)
     done
     rm -f "$trace"
     ;;
-*) echo "usage: $0 [full|short|syncs|test] [benchmark flags]" >&2; exit 2 ;;
+*) echo "usage: $0 [full|short|syncs|groups|groups-cluster|test] [benchmark flags]" >&2; exit 2 ;;
 esac

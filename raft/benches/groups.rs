@@ -3,19 +3,26 @@
 //! awaiting its flush (what openraft 0.9 does for each client write), with the
 //! groups on one `SharedLog` against the same groups on one `LogStore` each (a
 //! `LogDir` each). Reports writes/s, p50/p99 latency and segment syncs per write
-//! (counted through the log directory's storage seam), and the ratios of one run.
+//! and the mean time of a sync (counted and timed through the log directory's
+//! storage seam), and the ratios of one run.
 //!
 //! `cargo bench -p walcodec-raft --bench groups` (`WALCODEC_BENCH_DIR` picks the
 //! disk; the default is the temp directory; `WALCODEC_BENCH_GROUPS=1,16,64,256`
-//! picks the group counts).
+//! picks the group counts, `WALCODEC_BENCH_ROUNDS=3` the rounds).
+//!
+//! `raft/cluster-bench`'s `groups` binary runs this file as a module with a third
+//! contender, a shared RocksDB (`scripts/raft-cluster-bench.sh groups`): the
+//! RocksDB bindings stay out of this workspace. Hence [`Contender`] and [`run`].
 
 #[path = "../tests/support/mod.rs"]
 #[allow(unreachable_pub)]
-mod support;
+pub(crate) mod support;
 
 use std::fs::File;
+use std::future::Future;
 use std::io;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,6 +36,7 @@ use walcodec_raft::{LogStore, SharedLog};
 /// Appends in all, spread over the groups (each group at least `MIN_PER_GROUP`).
 const TOTAL: u64 = 2000;
 const MIN_PER_GROUP: u64 = 10;
+/// Rounds unless `WALCODEC_BENCH_ROUNDS` says otherwise.
 const ROUNDS: usize = 3;
 
 fn bench_dir() -> std::path::PathBuf {
@@ -37,8 +45,26 @@ fn bench_dir() -> std::path::PathBuf {
         .unwrap_or_else(std::env::temp_dir)
 }
 
+/// The syncs of a contender's files: how many, and the time spent in them.
+#[derive(Debug, Default)]
+pub(crate) struct Syncs {
+    pub(crate) count: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl Syncs {
+    /// The count and the time spent so far.
+    pub(crate) fn read(&self) -> (u64, Duration) {
+        (
+            self.count.load(Ordering::Relaxed),
+            Duration::from_nanos(self.nanos.load(Ordering::Relaxed)),
+        )
+    }
+}
+
+/// A log directory's storage that counts the syncs of its files and times them.
 #[derive(Debug)]
-struct CountingDir(Arc<AtomicU64>);
+pub(crate) struct CountingDir(pub(crate) Arc<Syncs>);
 
 impl DirStorage for CountingDir {
     fn storage(&self, file: File) -> Box<dyn Storage> {
@@ -51,7 +77,7 @@ impl DirStorage for CountingDir {
 
 struct CountingFile {
     inner: FileStorage,
-    syncs: Arc<AtomicU64>,
+    syncs: Arc<Syncs>,
 }
 
 impl Storage for CountingFile {
@@ -60,8 +86,12 @@ impl Storage for CountingFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        self.syncs.fetch_add(1, Ordering::Relaxed);
-        self.inner.sync()
+        let started = Instant::now();
+        let result = self.inner.sync();
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.syncs.nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.syncs.count.fetch_add(1, Ordering::Relaxed);
+        result
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
@@ -69,27 +99,65 @@ impl Storage for CountingFile {
     }
 }
 
-struct Result {
+/// One contender's run.
+pub(crate) struct Outcome {
     writes_per_s: f64,
     p50: Duration,
     p99: Duration,
     syncs_per_write: f64,
+    /// The mean time of a sync (the contender's own clock of its syncs).
+    sync_time: Duration,
 }
 
-/// Runs one writer per store; each appends `per_group` entries one at a time.
-async fn drive(stores: Vec<LogStore<TypeConfig>>, per_group: u64, syncs: &AtomicU64) -> Result {
-    let before = syncs.load(Ordering::Relaxed);
+/// A boxed future that can move between the runtime's threads.
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One group's writer.
+pub(crate) trait GroupWriter: Send + 'static {
+    /// Appends the group's entry `index` and returns once it is durable.
+    fn append(&mut self, index: u64) -> BoxFuture<'_, ()>;
+
+    /// Closes what this writer holds of its own (nothing for a shared store).
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()>;
+}
+
+impl GroupWriter for LogStore<TypeConfig> {
+    fn append(&mut self, index: u64) -> BoxFuture<'_, ()> {
+        let store = &mut *self;
+        Box::pin(async move { store.blocking_append([entry(1, index)]).await.unwrap() })
+    }
+
+    fn close(mut self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move { self.as_mut().close().await.unwrap() })
+    }
+}
+
+/// A contender: its name and how to run `groups` groups of `per_group` appends
+/// each in a directory of its own.
+pub(crate) struct Contender {
+    pub(crate) name: &'static str,
+    pub(crate) run: fn(&Path, u64, u64) -> BoxFuture<'_, Outcome>,
+}
+
+/// Runs one writer per group; each appends `per_group` entries one at a time.
+/// `syncs` reads the contender's sync count and time spent syncing so far.
+pub(crate) async fn drive(
+    writers: Vec<Box<dyn GroupWriter>>,
+    per_group: u64,
+    syncs: &(dyn Fn() -> (u64, Duration) + Sync),
+) -> Outcome {
+    let (before, before_time) = syncs();
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for mut store in stores {
+    for mut writer in writers {
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(per_group as usize);
             for i in 0..per_group {
                 let t = Instant::now();
-                store.blocking_append([entry(1, i)]).await.unwrap();
+                writer.append(i).await;
                 latencies.push(t.elapsed());
             }
-            store.close().await.unwrap();
+            writer.close().await;
             latencies
         }));
     }
@@ -98,40 +166,44 @@ async fn drive(stores: Vec<LogStore<TypeConfig>>, per_group: u64, syncs: &Atomic
         latencies.extend(task.await.unwrap());
     }
     let elapsed = started.elapsed();
-    let synced = syncs.load(Ordering::Relaxed) - before;
+    let (after, after_time) = syncs();
+    let synced = after - before;
     latencies.sort();
     let writes = latencies.len() as f64;
-    Result {
+    Outcome {
         writes_per_s: writes / elapsed.as_secs_f64(),
         p50: latencies[latencies.len() / 2],
         p99: latencies[latencies.len() * 99 / 100],
         syncs_per_write: synced as f64 / writes,
+        sync_time: (after_time - before_time)
+            .checked_div(u32::try_from(synced).unwrap_or(u32::MAX))
+            .unwrap_or_default(),
     }
 }
 
-async fn shared(dir: &Path, groups: u64, per_group: u64) -> Result {
-    let syncs = Arc::new(AtomicU64::new(0));
+async fn shared(dir: &Path, groups: u64, per_group: u64) -> Outcome {
+    let syncs = Arc::new(Syncs::default());
     let log = SharedLog::builder()
         .log_dir(LogDirOptions::new().dir_storage(Arc::new(CountingDir(Arc::clone(&syncs)))))
         .open(dir.join(format!("shared-{groups}")))
         .await
         .unwrap();
-    let mut stores = Vec::new();
+    let mut writers: Vec<Box<dyn GroupWriter>> = Vec::new();
     for g in 0..groups {
-        stores.push(log.store::<TypeConfig>(g).await.unwrap());
+        writers.push(Box::new(log.store::<TypeConfig>(g).await.unwrap()));
     }
-    let result = drive(stores, per_group, &syncs).await;
+    let result = drive(writers, per_group, &|| syncs.read()).await;
     // What the log wrote beyond the groups' records (rewrites of lagging groups).
     eprintln!("shared log, {groups} groups: {}", log.space_stats());
     log.close().await.unwrap();
     result
 }
 
-async fn separate(dir: &Path, groups: u64, per_group: u64) -> Result {
-    let syncs = Arc::new(AtomicU64::new(0));
-    let mut stores = Vec::new();
+async fn separate(dir: &Path, groups: u64, per_group: u64) -> Outcome {
+    let syncs = Arc::new(Syncs::default());
+    let mut writers: Vec<Box<dyn GroupWriter>> = Vec::new();
     for g in 0..groups {
-        stores.push(
+        writers.push(Box::new(
             LogStore::<TypeConfig>::builder()
                 .log_dir(
                     LogDirOptions::new()
@@ -141,22 +213,29 @@ async fn separate(dir: &Path, groups: u64, per_group: u64) -> Result {
                 .open(dir.join(format!("separate-{groups}-{g}")))
                 .await
                 .unwrap(),
-        );
+        ));
     }
-    drive(stores, per_group, &syncs).await
+    drive(writers, per_group, &|| syncs.read()).await
 }
 
-fn row(name: &str, groups: u64, r: &Result) {
+fn row(name: &str, groups: u64, r: &Outcome) {
     println!(
-        "| {name} | {groups} | {:.0} | {:.2} | {:.2} | {:.3} |",
+        "| {name} | {groups} | {:.0} | {:.2} | {:.2} | {:.3} | {:.2} |",
         r.writes_per_s,
         r.p50.as_secs_f64() * 1e3,
         r.p99.as_secs_f64() * 1e3,
-        r.syncs_per_write
+        r.syncs_per_write,
+        r.sync_time.as_secs_f64() * 1e3
     );
 }
 
-fn main() {
+const SHARED: &str = "SharedLog";
+const SEPARATE: &str = "LogStore per group";
+
+/// Runs `SharedLog`, a `LogStore` per group and the `others`, rounds rotating
+/// their order, at each group count; prints a row per run and the ratios of
+/// `SharedLog` to each of the others (the median of the per-round ratios).
+pub(crate) fn run(others: Vec<Contender>) {
     let counts: Vec<u64> = std::env::var("WALCODEC_BENCH_GROUPS")
         .ok()
         .map(|v| {
@@ -165,40 +244,82 @@ fn main() {
                 .collect()
         })
         .unwrap_or_else(|| vec![1, 16, 64, 256]);
+    let mut contenders = vec![
+        Contender {
+            name: SEPARATE,
+            run: |dir, groups, per_group| Box::pin(separate(dir, groups, per_group)),
+        },
+        Contender {
+            name: SHARED,
+            run: |dir, groups, per_group| Box::pin(shared(dir, groups, per_group)),
+        },
+    ];
+    contenders.extend(others);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    println!("| store | groups | writes/s | p50 ms | p99 ms | syncs/write |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    let mut ratios = Vec::new();
+    println!("| store | groups | writes/s | p50 ms | p99 ms | syncs/write | ms/sync |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    // (groups, the other's name, SharedLog's writes/s over the other's, per round).
+    let mut ratios: Vec<(u64, &str, Vec<f64>)> = Vec::new();
+    let rounds: usize = std::env::var("WALCODEC_BENCH_ROUNDS")
+        .ok()
+        .map(|v| v.trim().parse().expect("a number of rounds"))
+        .unwrap_or(ROUNDS)
+        .max(1);
     for &groups in &counts {
-        // Rounds alternate the contenders; the ratio is per round, so disk (and
-        // CPU) noise hits both sides alike; the median round is reported.
-        let mut round_ratios = Vec::new();
-        for round in 1..=ROUNDS {
+        for round in 0..rounds {
             let dir = tempfile::tempdir_in(bench_dir()).unwrap();
             let per_group = (TOTAL / groups).max(MIN_PER_GROUP);
-            let separate = runtime.block_on(separate(dir.path(), groups, per_group));
-            let shared = runtime.block_on(shared(dir.path(), groups, per_group));
-            row(
-                &format!("LogStore per group (round {round})"),
-                groups,
-                &separate,
-            );
-            row(&format!("SharedLog (round {round})"), groups, &shared);
-            round_ratios.push(shared.writes_per_s / separate.writes_per_s);
+            // The order rotates from round to round, so that disk (and CPU) noise
+            // and what a run leaves behind (dirty pages) fall on each in turn.
+            let mut order: Vec<&Contender> = contenders.iter().collect();
+            let turn = round % order.len();
+            order.rotate_left(turn);
+            let mut outcomes = Vec::new();
+            for contender in order {
+                let outcome = runtime.block_on((contender.run)(dir.path(), groups, per_group));
+                row(
+                    &format!("{} (round {})", contender.name, round + 1),
+                    groups,
+                    &outcome,
+                );
+                outcomes.push((contender.name, outcome));
+            }
+            let shared = outcomes
+                .iter()
+                .find(|(name, _)| *name == SHARED)
+                .map(|(_, o)| o.writes_per_s)
+                .unwrap();
+            for (name, outcome) in &outcomes {
+                if *name == SHARED {
+                    continue;
+                }
+                let ratio = shared / outcome.writes_per_s;
+                match ratios
+                    .iter_mut()
+                    .find(|(g, n, _)| *g == groups && n == name)
+                {
+                    Some((_, _, per_round)) => per_round.push(ratio),
+                    None => ratios.push((groups, name, vec![ratio])),
+                }
+            }
         }
-        round_ratios.sort_by(f64::total_cmp);
-        ratios.push((groups, round_ratios));
     }
-    for (groups, ratios) in ratios {
-        let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+    for (groups, name, mut per_round) in ratios {
+        per_round.sort_by(f64::total_cmp);
+        let shown: Vec<String> = per_round.iter().map(|r| format!("{r:.2}")).collect();
         println!(
-            "{groups} groups: SharedLog {:.2}x the writes/s of a LogStore per group (median; rounds {})",
-            ratios[ratios.len() / 2],
+            "{groups} groups: SharedLog {:.2}x the writes/s of {name} (median; rounds {})",
+            per_round[per_round.len() / 2],
             shown.join(", ")
         );
     }
+}
+
+#[allow(dead_code)] // a module of cluster-bench's `groups`, which has its own
+fn main() {
+    run(Vec::new());
 }
