@@ -33,6 +33,7 @@
 
 mod memory;
 mod network;
+mod node;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 mod state_machine;
@@ -44,19 +45,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use openraft::storage::RaftLogStorage;
-use openraft::{CommittedLeaderId, Config, EntryPayload, LogId};
+use openraft::{CommittedLeaderId, EntryPayload, LogId};
 
 use network::Router;
-use state_machine::StateMachine;
+use node::{start, BoxError};
 use walcodec::{LogDirOptions, WriterOptions};
 
-use types::{Command, Entry, NodeId, Raft, Request, TypeConfig};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use types::{Command, Entry, NodeId, Request, TypeConfig};
 
 const NODES: [NodeId; 3] = [0, 1, 2];
 
@@ -183,35 +180,6 @@ impl Outcome {
     }
 }
 
-fn config() -> Result<Arc<Config>, BoxError> {
-    // Long election timeouts: the machine is shared and a sync can stall for a
-    // while; a leader change in the middle of a run would measure elections.
-    let config = Config {
-        heartbeat_interval: 100,
-        election_timeout_min: 1500,
-        election_timeout_max: 3000,
-        ..Default::default()
-    };
-    Ok(Arc::new(config.validate()?))
-}
-
-/// Starts a node on `log_store`.
-async fn start<LS>(router: &Router, id: NodeId, log_store: LS) -> Result<(), BoxError>
-where
-    LS: RaftLogStorage<TypeConfig>,
-{
-    let raft = Raft::new(
-        id,
-        config()?,
-        router.clone(),
-        log_store,
-        StateMachine::default(),
-    )
-    .await?;
-    router.add(id, raft);
-    Ok(())
-}
-
 /// Starts the three nodes of a cluster, each with its log in `dir/node-<id>`.
 async fn cluster(store: Kind, dir: &Path) -> Result<Router, BoxError> {
     let router = Router::default();
@@ -298,23 +266,8 @@ async fn run(
     let per_client = writes.div_ceil(clients as u64);
     mark(dir.path(), "mark-start")?;
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for client in 0..clients {
-        let leader = leader.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(per_client as usize);
-            for i in 0..per_client {
-                let sent = Instant::now();
-                leader.client_write(request(client, i, pack)).await?;
-                latencies.push(sent.elapsed());
-            }
-            Ok::<_, BoxError>(latencies)
-        }));
-    }
-    let mut latencies = Vec::new();
-    for task in tasks {
-        latencies.extend(task.await??);
-    }
+    let leaders = vec![leader.clone(); clients];
+    let latencies = node::clients(leaders, per_client, move |c, i| request(c, i, pack)).await?;
     let elapsed = started.elapsed();
     mark(dir.path(), "mark-end")?;
     // Not timed: every node holds and has applied every entry, or the run fails.

@@ -7,6 +7,7 @@ use openraft::StorageError;
 use tempfile::TempDir;
 
 use super::*;
+use crate::state_machine::StateMachine;
 
 struct Memory;
 

@@ -26,6 +26,8 @@
 mod harness;
 #[path = "../network.rs"]
 mod network;
+#[path = "../node.rs"]
+mod node;
 #[path = "../state_machine.rs"]
 mod state_machine;
 #[path = "../types.rs"]
@@ -38,17 +40,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use openraft::storage::RaftLogStorage;
-use openraft::Config;
 use walcodec::LogDirOptions;
 use walcodec_raft::{LogStore, SharedLog};
 
 use harness::{CountingDir, Syncs};
 use network::Router;
-use state_machine::StateMachine;
+use node::{clients, start, BoxError};
 use types::{Command, NodeId, Raft, Request, TypeConfig};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const NODES: [NodeId; 3] = [0, 1, 2];
 
@@ -103,34 +101,6 @@ impl Options {
         }
         Ok(options)
     }
-}
-
-fn config() -> Result<Arc<Config>, BoxError> {
-    // Long election timeouts, as in the cluster bench: a leader change in the
-    // middle of a run would measure elections.
-    let config = Config {
-        heartbeat_interval: 100,
-        election_timeout_min: 1500,
-        election_timeout_max: 3000,
-        ..Default::default()
-    };
-    Ok(Arc::new(config.validate()?))
-}
-
-async fn start<LS>(router: &Router, id: NodeId, log_store: LS) -> Result<(), BoxError>
-where
-    LS: RaftLogStorage<TypeConfig>,
-{
-    let raft = Raft::new(
-        id,
-        config()?,
-        router.clone(),
-        log_store,
-        StateMachine::default(),
-    )
-    .await?;
-    router.add(id, raft);
-    Ok(())
 }
 
 /// The cluster: a router per group (its three members), the shared logs (empty
@@ -236,29 +206,13 @@ async fn run(kind: Kind, base: &Path, groups: u64, per_group: u64) -> Result<Out
         .collect();
     let before = cluster.syncs.count.load(Ordering::Relaxed);
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for (group, leader) in leaders.iter().enumerate() {
-        let leader = leader.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(per_group as usize);
-            for i in 0..per_group {
-                let request = Request {
-                    commands: vec![Command {
-                        key: group as u64,
-                        value: i,
-                    }],
-                };
-                let sent = Instant::now();
-                leader.client_write(request).await?;
-                latencies.push(sent.elapsed());
-            }
-            Ok::<_, BoxError>(latencies)
-        }));
-    }
-    let mut latencies = Vec::new();
-    for task in tasks {
-        latencies.extend(task.await??);
-    }
+    let request = |group: usize, i: u64| Request {
+        commands: vec![Command {
+            key: group as u64,
+            value: i,
+        }],
+    };
+    let mut latencies = clients(leaders.clone(), per_group, request).await?;
     let elapsed = started.elapsed();
     let syncs = cluster.syncs.count.load(Ordering::Relaxed) - before;
     // Not timed: in every group, every node has applied every entry.
