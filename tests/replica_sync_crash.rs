@@ -87,9 +87,9 @@ async fn acknowledged_records_are_on_the_replica_after_the_primary_is_killed() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let addr = loop {
-        let line = lines.next().expect("the child ended").unwrap();
+        let line = whole_line(&mut stderr).expect("the child ended");
         if let Some(addr) = line.strip_prefix("listening ") {
             break addr.to_string();
         }
@@ -102,8 +102,7 @@ async fn acknowledged_records_are_on_the_replica_after_the_primary_is_killed() {
     });
     let acked = tokio::task::spawn_blocking(move || {
         let mut acked = BTreeSet::new();
-        for line in lines.by_ref() {
-            let line = line.unwrap();
+        while let Some(line) = whole_line(&mut stderr) {
             if let Some(i) = line.strip_prefix("acked ") {
                 acked.insert(i.parse::<u64>().unwrap());
                 if acked.len() >= 300 {
@@ -116,7 +115,7 @@ async fn acknowledged_records_are_on_the_replica_after_the_primary_is_killed() {
         child.kill().unwrap();
         child.wait().unwrap();
         // Acknowledgements printed before the kill landed count too.
-        for line in lines.map_while(Result::ok) {
+        while let Some(line) = whole_line(&mut stderr) {
             if let Some(i) = line.strip_prefix("acked ") {
                 acked.insert(i.parse::<u64>().unwrap());
             }
@@ -145,5 +144,19 @@ async fn acknowledged_records_are_on_the_replica_after_the_primary_is_killed() {
         let copy = std::fs::read(&segment.path).unwrap();
         let ours = std::fs::read(p.path().join(segment.path.file_name().unwrap())).unwrap();
         assert!(ours.starts_with(&copy), "segment {}", segment.number);
+    }
+}
+
+/// The child's next line, without its newline; `None` at the end of its output,
+/// or for a last line the kill cut short (`eprintln!` writes a line in pieces, so
+/// a line without its newline may hold half a number: it never counts).
+fn whole_line(stderr: &mut impl BufRead) -> Option<String> {
+    let mut line = String::new();
+    match stderr.read_line(&mut line) {
+        Ok(n) if n > 0 && line.ends_with('\n') => {
+            line.pop();
+            Some(line)
+        }
+        _ => None,
     }
 }
