@@ -8,10 +8,11 @@ checked on every change instead of traced by hand.
 
 What it reads: every `crate::...`, `super::...` and `self::...` path in src/ (outside
 src/bin, comments and string literals; `use` trees with braces expanded), resolved to
-the longest module prefix that names a file. A path `crate::Name` whose first segment
+the longest module prefix that names a file; a path into a child module
+(`replica::Replica` in logdir/mod.rs) counts as well. A path `crate::Name` whose first segment
 is not a module is an item re-exported by lib.rs: it counts as an arrow up (through the
 roof), and is traced to the module lib.rs takes it from. Code under `#[cfg(test)]`
-(unit tests) is listed apart: a test may build its input with a higher layer.
+(unit tests, inline or in a file declared `#[cfg(test)] mod tests;`) is listed apart: a test may build its input with a higher layer.
 
 Rooms are the top-level modules (a folder or a root file), with logdir/replica a room
 of its own. Layers, bottom up (a room may import its own layer and those below):
@@ -225,6 +226,20 @@ def main():
             if alias and len(expand_use_tree(m.group(1))) == 1:
                 reexports[alias.group(1)] = tuple(segs[:-1])
 
+    # Files that are unit tests as a whole: declared `#[cfg(test)] mod name;`.
+    test_files = set()
+    for module, path in files.items():
+        text = strip_comments_and_strings(open(path).read())
+        for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod\s+(" + IDENT + r")\s*;", text):
+            test_files.add(module + (m.group(1),))
+    changed = True
+    while changed:  # and everything below them
+        changed = False
+        for module in modules:
+            if module not in test_files and any(module[: len(t)] == t for t in test_files):
+                test_files.add(module)
+                changed = True
+
     edges = defaultdict(set)  # (from_room, to_room) -> {(file, line, path, test)}
     for module, path in sorted(files.items()):
         if module == ():
@@ -239,15 +254,19 @@ def main():
                 found.append((m.start(), p))
         # Paths used in expressions and types (not in `use`).
         use_spans = [(m.start(), m.end()) for m in re.finditer(r"\buse\s+[^;]+;", text)]
-        for m in re.finditer(r"(?<![A-Za-z0-9_:])((?:crate|super)(?:::" + IDENT + r")+)", text):
+        children = "|".join(sorted(m[-1] for m in modules if m[:-1] == module and m))
+        pattern = r"(?<![A-Za-z0-9_:.])((?:crate|super" + ("|" + children if children else "") + r")(?:::" + IDENT + r")+)"
+        for m in re.finditer(pattern, text):
             if not any(a <= m.start() < b for a, b in use_spans):
                 found.append((m.start(), m.group(1)))
         for pos, p in found:
             segs = [s for s in p.split("::") if s]
+            scope = list(module) + [name for a, b, name, _ in mods if a < pos < b]
+            if segs and tuple(scope + segs[:1]) in modules and segs[0] not in ("crate", "super", "self"):
+                segs = ["self"] + segs  # a path into a child module: `replica::Replica`
             if not segs or segs[0] not in ("crate", "super", "self"):
                 continue
-            scope = list(module) + [name for a, b, name, _ in mods if a < pos < b]
-            is_test = any(a <= pos <= b for a, b in tests)
+            is_test = module in test_files or any(a <= pos <= b for a, b in tests)
             if segs[0] == "crate":
                 base, rest = [], segs[1:]
             else:

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The layers, bottom up. A module may import from its own layer and those before it.
+/// `error` (the crate's `Error`) sits above the codecs: it wraps their `CodecError`.
 const LAYERS: &[&str] = &[
-    "names", "position", "log_id", "zeros", "observe", "format", "error", "decoder", "codec",
+    "names", "position", "log_id", "zeros", "observe", "format", "decoder", "codec", "error",
     "read_at", "open", "reader", "writer", "logdir", "replica",
 ];
 

@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio_util::codec::Encoder;
 
-use crate::error::Error;
+use crate::decoder::error::CodecError;
 use crate::format::fragment::{
     legacy_header, recyclable_header, wal_sync_header, Dialect, Part, LEGACY_HEADER_SIZE,
     RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE,
@@ -820,9 +820,10 @@ fn compressed_len_bound(len: usize) -> usize {
 /// # }
 /// ```
 impl Encoder<&[u8]> for LogEncoder {
-    type Error = Error;
+    // Encoding cannot fail: the only error is the sink's (`CodecError::Io`).
+    type Error = CodecError;
 
-    fn encode(&mut self, record: &[u8], dst: &mut BytesMut) -> Result<(), Error> {
+    fn encode(&mut self, record: &[u8], dst: &mut BytesMut) -> Result<(), CodecError> {
         self.encode_item(record, dst);
         Ok(())
     }
@@ -835,9 +836,9 @@ impl Encoder<&[u8]> for LogEncoder {
 macro_rules! owned_items {
     ($($item:ty),*) => {$(
         impl Encoder<$item> for LogEncoder<$item> {
-            type Error = Error;
+            type Error = CodecError;
 
-            fn encode(&mut self, record: $item, dst: &mut BytesMut) -> Result<(), Error> {
+            fn encode(&mut self, record: $item, dst: &mut BytesMut) -> Result<(), CodecError> {
                 self.encode_item(&record, dst);
                 Ok(())
             }
