@@ -32,8 +32,8 @@ pub enum Error {
         offset: u64,
         /// Bytes the damage covers.
         bytes: u64,
-        /// What is wrong (as [`Corruption::kind`]; it displays as LevelDB's reason
-        /// text, [`Corruption::reason`]).
+        /// What is wrong (as [`Corruption::kind`](crate::Corruption::kind); it displays as LevelDB's reason
+        /// text, [`Corruption::reason`](crate::Corruption::reason)).
         kind: CorruptionKind,
     },
 

@@ -1,6 +1,12 @@
 //! [`DirReader`]: reading and following a [`LogDir`](crate::LogDir) across its
 //! segments.
 //!
+//! Why one file of about 1,250 lines: most of it is `Walk`, one state machine (open a
+//! segment, decode, doubt a live error once, check what was read against the file, wait)
+//! whose steps all move the same cursor. It is the follower engine issue 38 asks
+//! `LogTailer` (`reader/mod.rs`) to share; cut it along that seam when the two merge,
+//! rather than spread it over files the merge would rewrite.
+//!
 //! One segment at a time, in number order, with a [`LogDecoder`] started at the
 //! reader's offset in it. How far a segment may be read, and when it is over:
 //!
