@@ -1,11 +1,19 @@
-//! Errors and corruption reports of the log codec.
+//! The crate's top error: what reading and writing files, a directory and its replicas
+//! can raise.
+//!
+//! The codecs below raise their own [`CodecError`] (only what decoding and encoding can
+//! raise). This one wraps it through `From`, variant
+//! for variant, so a user of [`LogReader`](crate::LogReader), [`LogDir`](crate::LogDir)
+//! or [`Replica`](crate::Replica) matches one type.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::io;
 use std::sync::Arc;
 
-/// Errors of the LevelDB log codec and writer.
+use crate::decoder::error::{CodecError, CorruptionKind};
+
+/// Errors of reading and writing logs: files, directories, replicas.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -24,8 +32,8 @@ pub enum Error {
         offset: u64,
         /// Bytes the damage covers.
         bytes: u64,
-        /// What is wrong (as [`Corruption::kind`]; it displays as LevelDB's reason
-        /// text, [`Corruption::reason`]).
+        /// What is wrong (as [`Corruption::kind`](crate::Corruption::kind); it displays as LevelDB's reason
+        /// text, [`Corruption::reason`](crate::Corruption::reason)).
         kind: CorruptionKind,
     },
 
@@ -263,10 +271,27 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// See [`CorruptionKind::unwritten_while_live`].
-    pub(crate) fn unwritten_while_live(&self) -> bool {
-        matches!(self, Error::Corruption { kind, .. } if kind.unwritten_while_live())
+/// A decoder's error, as the same variant of the top error (`?` converts it).
+impl From<CodecError> for Error {
+    fn from(error: CodecError) -> Error {
+        match error {
+            CodecError::Io(e) => Error::Io(e),
+            CodecError::Corruption {
+                offset,
+                bytes,
+                kind,
+            } => Error::Corruption {
+                offset,
+                bytes,
+                kind,
+            },
+            CodecError::IncompleteRecord { offset, bytes } => {
+                Error::IncompleteRecord { offset, bytes }
+            }
+            CodecError::RecordTooLarge { offset, size, max } => {
+                Error::RecordTooLarge { offset, size, max }
+            }
+        }
     }
 }
 
@@ -323,229 +348,50 @@ impl fmt::Display for LogChange {
     }
 }
 
-/// What is wrong with a damaged piece of a log.
-///
-/// Displays as the reason text LevelDB's `log::Reader` gives (without its numeric
-/// suffixes), so reports can be compared with LevelDB's.
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum CorruptionKind {
-    /// The stored checksum does not match the fragment.
-    ChecksumMismatch,
-    /// The length field runs past the end of the block.
-    BadRecordLength,
-    /// A fragment with a valid checksum has a type this reader does not know.
-    UnknownRecordType(u8),
-    /// A MIDDLE or LAST fragment with no FIRST before it.
-    MissingStart,
-    /// A FULL or FIRST fragment arrived while a fragmented record was open.
-    PartialRecordWithoutEnd,
-    /// Damage inside a fragmented record abandoned the part read so far.
-    ErrorInMiddleOfRecord,
-    /// A record grew past `max_record_bytes`.
-    RecordTooLarge,
-    /// The log ends inside a record (reported only by `Recovery::AbsoluteConsistency`).
-    TruncatedTail,
-    /// Zero fill from the first byte of a block, with data after it: no writer of
-    /// the format leaves that, so the block's records were lost (a zeroed or
-    /// unwritten block). `Recovery::SkipCorrupted` skips it silently, as LevelDB
-    /// does, and counts it in [`DecodeStats::zeroed_blocks`](crate::DecodeStats::zeroed_blocks).
-    /// A follower waits at it while the log is live (a read racing the writer sees
-    /// the same), and reports it once the segment is sealed.
-    ZeroedBlock,
-    /// RocksDB: a fragment left from the file's earlier use (a recyclable header
-    /// with another log number) cut the record being read; the log ends there
-    /// (RocksDB's "error reading trailing data due to encountering old record").
-    OldRecord,
-    /// RocksDB: a recyclable fragment after the log's legacy data records. A
-    /// recycled WAL starts with recyclable fragments; this is no such log.
-    UnexpectedRecyclable,
-    /// RocksDB: a metadata record (types 9, 10, 11, 130, 131) between the fragments
-    /// of a record, which it cut.
-    MetadataInRecord,
-    /// RocksDB: a metadata record of this type whose payload does not parse.
-    BadMetadataRecord(u8),
-    /// RocksDB: a compression-type record (type 9) after data or a first one. It is
-    /// applied all the same, as RocksDB does.
-    LateCompressionType,
-    /// RocksDB: the records are compressed with a type this reader cannot inflate
-    /// (RocksDB's number): any but zstd, or zstd without the crate's `zstd` feature.
-    UnsupportedCompression(u32),
-    /// RocksDB: a compressed record that does not inflate (not a zstd frame, a
-    /// damaged frame, bytes after it, or a frame cut short).
-    BadCompressedRecord,
-    /// Pebble: a zeroed header where a fragment should be (Pebble's
-    /// `ErrZeroedChunk`): damage when a later WAL-sync fragment promised the log
-    /// synced past it, else the log's end (preallocated or recycled space).
-    ZeroedChunk,
-    /// A follower's: a zeroed header in the middle of a block of a log that is not
-    /// recycled, with data after it, in a segment sealed since (a later one
-    /// exists). A writer pads with zeros only from where no header fits to the
-    /// block's end, so the records from the zeros on were lost. A reader of a
-    /// finished log skips such zeros to the block's end, as LevelDB does; a
-    /// follower cannot, since a read racing the writer can see a later page of one
-    /// write before an earlier one: while the log is live it reads them again.
-    ZeroFillBeforeData,
-}
-
-impl CorruptionKind {
-    /// Whether a follower of a live log takes this for bytes the writer has not
-    /// finished writing, however often it reads them again: it waits, and it is
-    /// damage only once the log is sealed. Zeros with data after them are what a
-    /// read racing the writer sees (a later page of a write before an earlier
-    /// one), and a second look can race again.
-    pub(crate) fn unwritten_while_live(&self) -> bool {
-        matches!(
-            self,
-            CorruptionKind::ZeroFillBeforeData | CorruptionKind::ZeroedBlock
-        )
-    }
-
-    /// The reason text, as LevelDB words it.
-    pub fn reason(&self) -> Cow<'static, str> {
-        match self {
-            CorruptionKind::ChecksumMismatch => "checksum mismatch".into(),
-            CorruptionKind::BadRecordLength => "bad record length".into(),
-            CorruptionKind::UnknownRecordType(t) => format!("unknown record type {t}").into(),
-            CorruptionKind::MissingStart => "missing start of fragmented record".into(),
-            CorruptionKind::PartialRecordWithoutEnd => "partial record without end".into(),
-            CorruptionKind::ErrorInMiddleOfRecord => "error in middle of record".into(),
-            CorruptionKind::RecordTooLarge => "record too large".into(),
-            CorruptionKind::TruncatedTail => "truncated record at end of log".into(),
-            CorruptionKind::ZeroedBlock => "zeroed block followed by data".into(),
-            CorruptionKind::OldRecord => {
-                "error reading trailing data due to encountering old record".into()
-            }
-            CorruptionKind::UnexpectedRecyclable => {
-                "recyclable fragment in a log that is not recycled".into()
-            }
-            CorruptionKind::MetadataInRecord => {
-                "metadata record interspersed partial record".into()
-            }
-            CorruptionKind::BadMetadataRecord(t) => {
-                format!("could not decode metadata record of type {t}").into()
-            }
-            CorruptionKind::LateCompressionType => "SetCompressionType not the first record".into(),
-            CorruptionKind::UnsupportedCompression(7) => {
-                "WAL compressed with zstd: build walcodec with its `zstd` feature to read it".into()
-            }
-            CorruptionKind::UnsupportedCompression(t) => {
-                format!("unsupported WAL compression type {t}").into()
-            }
-            CorruptionKind::BadCompressedRecord => "corrupted compressed record".into(),
-            CorruptionKind::ZeroedChunk => "zeroed chunk".into(),
-            CorruptionKind::ZeroFillBeforeData => "zero fill followed by data".into(),
-        }
-    }
-}
-
-impl fmt::Display for CorruptionKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.reason())
-    }
-}
-
-/// One piece of a log that a reader dropped, as handed to the
-/// [`on_corruption`](crate::LogDecoderBuilder::on_corruption) reporter.
-///
-/// Displays as LevelDB's log line: `offset N: dropping B bytes; reason`.
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Corruption {
-    offset: u64,
-    bytes: u64,
-    kind: CorruptionKind,
-    reason: Cow<'static, str>,
-}
-
-impl Corruption {
-    pub(crate) fn new(offset: u64, bytes: u64, kind: CorruptionKind) -> Corruption {
-        Corruption {
-            offset,
-            bytes,
-            kind,
-            reason: kind.reason(),
-        }
-    }
-
-    /// A report whose reason text says more than `kind`'s (e.g. zstd's error).
-    pub(crate) fn with_reason(
-        offset: u64,
-        bytes: u64,
-        kind: CorruptionKind,
-        reason: String,
-    ) -> Corruption {
-        Corruption {
-            offset,
-            bytes,
-            kind,
-            reason: reason.into(),
-        }
-    }
-
-    /// Log offset of the damaged fragment, or of the first fragment of the record it
-    /// abandoned.
-    pub fn offset(&self) -> u64 {
-        self.offset
-    }
-
-    /// How many bytes were dropped (LevelDB's `bytes` argument to its reporter).
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-
-    /// The reason text, as LevelDB words it (e.g. `"checksum mismatch"`).
-    pub fn reason(&self) -> &str {
-        &self.reason
-    }
-
-    /// The reason as a value to match on.
-    pub fn kind(&self) -> CorruptionKind {
-        self.kind
-    }
-
-    pub(crate) fn into_error(self) -> Error {
-        Error::Corruption {
-            offset: self.offset,
-            bytes: self.bytes,
-            kind: self.kind,
-        }
-    }
-}
-
-impl fmt::Display for Corruption {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "offset {}: dropping {} bytes; {}",
-            self.offset, self.bytes, self.reason
-        )
-    }
-}
-
-/// A corruption is an error in its own right where a reader of a record's bytes
-/// ([`RecordReader`](crate::RecordReader)) returns it as an [`io::Error`]'s source.
-impl std::error::Error for Corruption {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decoder::error::Corruption;
 
     #[test]
-    fn reasons_read_like_leveldb() {
-        let c = Corruption::new(42, 10, CorruptionKind::ChecksumMismatch);
-        assert_eq!(
-            c.to_string(),
-            "offset 42: dropping 10 bytes; checksum mismatch"
-        );
-        assert_eq!(
-            CorruptionKind::UnknownRecordType(104).to_string(),
-            "unknown record type 104"
-        );
-        let e = c.into_error();
-        assert!(e.to_string().contains("offset 42"));
-        assert!(e.to_string().contains("checksum mismatch"));
+    fn a_decode_error_keeps_its_variant_and_message() {
+        let decoded = Corruption::new(42, 10, CorruptionKind::ChecksumMismatch).into_error();
+        let message = decoded.to_string();
+        let e = Error::from(decoded);
+        assert!(matches!(
+            e,
+            Error::Corruption {
+                offset: 42,
+                bytes: 10,
+                kind: CorruptionKind::ChecksumMismatch
+            }
+        ));
+        assert_eq!(e.to_string(), message);
+        let e = Error::from(CodecError::RecordTooLarge {
+            offset: 7,
+            size: 9,
+            max: 8,
+        });
+        assert!(matches!(
+            e,
+            Error::RecordTooLarge {
+                offset: 7,
+                size: 9,
+                max: 8
+            }
+        ));
+        let e = Error::from(CodecError::IncompleteRecord {
+            offset: 3,
+            bytes: 4,
+        });
+        assert!(matches!(
+            e,
+            Error::IncompleteRecord {
+                offset: 3,
+                bytes: 4
+            }
+        ));
+        let e = Error::from(CodecError::Io(io::Error::other("boom")));
+        assert!(matches!(e, Error::Io(ref io) if io.to_string() == "boom"));
     }
 }

@@ -106,13 +106,13 @@ pub use codec::encoder::{LogEncoder, LogEncoderBuilder, LogFormat};
 pub use codec::framed::{FRAMED_READ_CAPACITY, FRAMED_WRITE_BUFFER};
 pub use codec::log_codec::LogCodec;
 pub use codec::record_decoder::LogRecordDecoder;
-pub use codec::record_writer::{LogWriter, RecordWriter};
 pub use codec::recordio::{RecordIoCodec, RecordIoCodecBuilder, RecordIoError};
+pub use decoder::error::{CodecError, Corruption, CorruptionKind};
 pub use decoder::{
     DecodeStats, LogDecoder, LogDecoderBuilder, LogInput, ParseRecoveryError, Recovery,
     DEFAULT_MAX_RECORD_BYTES,
 };
-pub use error::{Corruption, CorruptionKind, Error, LogChange};
+pub use error::{Error, LogChange};
 pub use format::fragment::Dialect;
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 /// The version of the replication protocol (see [`Replica`]).
@@ -128,6 +128,7 @@ pub use reader::{
     split_ranges, ChunkReader, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,
     CHUNK_ALIGN,
 };
+pub use writer::record_writer::{LogWriter, RecordWriter};
 pub use writer::{AsyncLogWriter, WriterOptions, WriterStats};
 
 // Every Rust snippet of docs/ is compiled (and, unless `no_run`, run) as a test. The

@@ -418,7 +418,7 @@ fn read_error_ends_the_stream_after_the_records_before_it() {
     futures::executor::block_on(async {
         assert_eq!(framed.next().await.unwrap().unwrap(), &b"foo"[..]);
         match framed.next().await {
-            Some(Err(walcodec::Error::Io(e))) => assert_eq!(e.to_string(), "disk on fire"),
+            Some(Err(walcodec::CodecError::Io(e))) => assert_eq!(e.to_string(), "disk on fire"),
             other => panic!("expected an i/o error, got {other:?}"),
         }
         assert!(framed.next().await.is_none());

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::Decoder;
 use walcodec::format::Position;
-use walcodec::{Error, LogDecoder, LogEncoder, LogInput, Recovery, BLOCK_SIZE, HEADER_SIZE};
+use walcodec::{CodecError, LogDecoder, LogEncoder, LogInput, Recovery, BLOCK_SIZE, HEADER_SIZE};
 
 const MODES: [Recovery; 4] = [
     Recovery::TolerateTail,
@@ -71,7 +71,7 @@ fn build() -> Log {
 
 struct Outcome {
     records: Vec<Bytes>,
-    error: Option<Error>,
+    error: Option<CodecError>,
     reports: usize,
     torn: bool,
     valid_prefix: u64,
@@ -202,7 +202,7 @@ fn a_fragment_cut_off_a_sector_boundary_is_damage() {
             assert!(out.torn, "cut at {len}");
         } else {
             match &out.error {
-                Some(Error::Corruption { offset, kind, .. }) => {
+                Some(CodecError::Corruption { offset, kind, .. }) => {
                     assert_eq!(*offset, start as u64, "cut at {len}");
                     assert_eq!(kind.to_string(), "checksum mismatch", "cut at {len}");
                 }
@@ -212,7 +212,7 @@ fn a_fragment_cut_off_a_sector_boundary_is_damage() {
             assert!(
                 matches!(
                     strict.error,
-                    Some(Error::Corruption {
+                    Some(CodecError::Corruption {
                         kind: walcodec::CorruptionKind::ChecksumMismatch,
                         ..
                     })
@@ -262,7 +262,7 @@ fn a_cut_fragment_followed_by_data_is_damage() {
             bytes[stray] = 0x5a;
             let out = decode(&bytes, Recovery::TolerateTail);
             match &out.error {
-                Some(Error::Corruption { offset, .. }) => {
+                Some(CodecError::Corruption { offset, .. }) => {
                     assert_eq!(*offset, p.start, "record {i}, stray byte at {stray}")
                 }
                 other => panic!("record {i}, stray byte at {stray}: {other:?}"),

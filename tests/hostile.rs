@@ -18,7 +18,7 @@ use common::*;
 use futures::Stream;
 use proptest::prelude::*;
 use tokio_util::codec::{Decoder, FramedRead};
-use walcodec::{Error, LogDecoder, LogInput, Recovery, BLOCK_SIZE, HEADER_SIZE};
+use walcodec::{CodecError, LogDecoder, LogInput, Recovery, BLOCK_SIZE, HEADER_SIZE};
 
 const MIB: usize = 1 << 20;
 const FULL: u8 = 1;
@@ -220,7 +220,7 @@ fn endless_chain_of_full_blocks_fails_as_record_too_large() {
         result
     });
     match result {
-        Err(Error::RecordTooLarge { offset, size, max }) => {
+        Err(CodecError::RecordTooLarge { offset, size, max }) => {
             assert_eq!(offset, 0);
             assert_eq!(max, MIB);
             assert!(

@@ -41,7 +41,7 @@ fn read_pebble(log: &[u8]) -> (Vec<Vec<u8>>, LogDecoder, Option<walcodec::Error>
         match decoder.decode_eof(&mut src) {
             Ok(Some(record)) => records.push(record.to_vec()),
             Ok(None) => return (records, decoder, None),
-            Err(e) => return (records, decoder, Some(e)),
+            Err(e) => return (records, decoder, Some(e.into())),
         }
     }
 }

@@ -182,7 +182,7 @@ fn decode(bytes: &[u8], recovery: Recovery) -> (Vec<(Position, Bytes)>, Result<u
                 records.push((position, data));
             }
             Ok(None) => return (records, Ok(decoder.valid_prefix_len())),
-            Err(e) => return (records, Err(e)),
+            Err(e) => return (records, Err(e.into())),
         }
     }
 }

@@ -8,8 +8,8 @@ use bytes::BytesMut;
 use futures::TryStreamExt;
 use tokio_util::codec::FramedRead;
 use walcodec::{
-    repair_log, scan_log, AsyncLogWriter, CorruptionKind, Error, LogDecoder, LogEncoder, Position,
-    Recovery, TailScan, BLOCK_SIZE,
+    repair_log, scan_log, AsyncLogWriter, CodecError, CorruptionKind, Error, LogDecoder,
+    LogEncoder, Position, Recovery, TailScan, BLOCK_SIZE,
 };
 
 const BLOCK: u64 = BLOCK_SIZE as u64;
@@ -405,11 +405,11 @@ async fn decoder_sees_a_record_after_zeros_in_the_same_block() {
     // Zero the LAST fragment of record 2 (start of block 1); record 3 follows it there.
     assert!(positions[2].start > BLOCK && positions[2].end < 2 * BLOCK);
     log[BLOCK as usize..positions[1].end as usize].fill(0);
-    let result: Result<Vec<_>, Error> = FramedRead::new(&log[..], LogDecoder::new())
+    let result: Result<Vec<_>, CodecError> = FramedRead::new(&log[..], LogDecoder::new())
         .try_collect()
         .await;
     assert!(
-        matches!(result, Err(Error::Corruption { .. })),
+        matches!(result, Err(CodecError::Corruption { .. })),
         "a good record after the zeros is damage, not a torn tail: {result:?}"
     );
 }

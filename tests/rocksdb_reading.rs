@@ -15,7 +15,7 @@ use rocksdb_support::{data_path, expected_records, log_number};
 use tokio_util::codec::Decoder;
 use walcodec::fragment::{legacy_header, recyclable_header};
 use walcodec::metadata::{MetadataRecord, PredecessorWalInfo, TimestampSize, WalCompressionType};
-use walcodec::{CorruptionKind, Dialect, Error, LogDecoder, LogEncoder, Recovery, BLOCK_SIZE};
+use walcodec::{CodecError, CorruptionKind, Dialect, LogDecoder, LogEncoder, Recovery, BLOCK_SIZE};
 
 /// A RocksDB WAL of the shared vectors.
 #[cfg_attr(not(feature = "zstd"), allow(dead_code))] // Some fields serve zstd tests.
@@ -539,7 +539,7 @@ fn a_short_compression_record_is_reported() {
     log.extend_from_slice(&[7]);
     let mut decoder = LogDecoder::builder().dialect(Dialect::RocksDb).build();
     match decoder.decode_eof(&mut log) {
-        Err(Error::Corruption { kind, .. }) => {
+        Err(CodecError::Corruption { kind, .. }) => {
             assert_eq!(kind, CorruptionKind::BadMetadataRecord(9))
         }
         other => panic!("{other:?}"),

@@ -7,7 +7,9 @@ use futures::{StreamExt, TryStreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Decoder, FramedRead};
-use walcodec::{Error, LogCodec, LogDecoder, LogEncoder, LogInput, LogReader, LogTailer, Recovery};
+use walcodec::{
+    CodecError, LogCodec, LogDecoder, LogEncoder, LogInput, LogReader, LogTailer, Recovery,
+};
 
 /// Two small records, then a 100 KB record cut 40 KB short: what a sender that
 /// died mid-record leaves. Returns the bytes and where the cut record starts.
@@ -45,7 +47,7 @@ async fn a_socket_closed_mid_record_ends_with_an_error() {
     assert_eq!(records.next().await.unwrap().unwrap(), &b"first"[..]);
     assert_eq!(records.next().await.unwrap().unwrap(), &b"second"[..]);
     match records.next().await {
-        Some(Err(Error::IncompleteRecord { offset, bytes })) => {
+        Some(Err(CodecError::IncompleteRecord { offset, bytes })) => {
             assert_eq!((offset, bytes), (cut_start, cut_bytes));
         }
         other => panic!("expected IncompleteRecord, got {other:?}"),
@@ -65,7 +67,7 @@ async fn a_relay_from_a_cut_socket_fails() {
         .forward(LogEncoder::framed_write(&mut copy))
         .await;
     assert!(
-        matches!(relayed, Err(Error::IncompleteRecord { offset, .. }) if offset == cut_start),
+        matches!(relayed, Err(CodecError::IncompleteRecord { offset, .. }) if offset == cut_start),
         "{relayed:?}"
     );
 }
@@ -76,14 +78,14 @@ async fn the_codec_errs_on_a_socket_cut_mid_header() {
     let mut log = BytesMut::new();
     LogEncoder::new().encode_record(b"whole", &mut log);
     log.extend_from_slice(&[1, 2, 3]); // three bytes of a seven-byte header
-    let records: Result<Vec<Bytes>, Error> =
+    let records: Result<Vec<Bytes>, CodecError> =
         FramedRead::new(socket_with(log.freeze()).await, LogCodec::<Bytes>::new())
             .try_collect()
             .await;
     assert!(
         matches!(
             records,
-            Err(Error::IncompleteRecord {
+            Err(CodecError::IncompleteRecord {
                 offset: 12,
                 bytes: 3
             })
@@ -111,10 +113,10 @@ fn a_cut_stream_is_an_error_in_every_mode() {
         assert_eq!(records, 2, "{recovery}");
         match recovery {
             Recovery::AbsoluteConsistency => {
-                assert!(matches!(error, Error::Corruption { .. }), "{error}")
+                assert!(matches!(error, CodecError::Corruption { .. }), "{error}")
             }
             _ => assert!(
-                matches!(error, Error::IncompleteRecord { offset, .. } if offset == cut_start),
+                matches!(error, CodecError::IncompleteRecord { offset, .. } if offset == cut_start),
                 "{recovery}: {error}"
             ),
         }

@@ -6,8 +6,8 @@ use bytes::{Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 
 use crate::codec::encoder::LogEncoder;
+use crate::decoder::error::CodecError;
 use crate::decoder::LogDecoder;
-use crate::error::Error;
 
 /// A [`LogEncoder`] and a [`LogDecoder`] in one value, for
 /// [`Framed`](tokio_util::codec::Framed): both directions of a socket carry a log.
@@ -118,13 +118,13 @@ impl<T: ?Sized> LogCodec<T> {
 
 impl<T: ?Sized> Decoder for LogCodec<T> {
     type Item = Bytes;
-    type Error = Error;
+    type Error = CodecError;
 
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, Error> {
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, CodecError> {
         self.decoder.decode(src)
     }
 
-    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, Error> {
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, CodecError> {
         self.decoder.decode_eof(src)
     }
 }
@@ -132,11 +132,11 @@ impl<T: ?Sized> Decoder for LogCodec<T> {
 /// Whatever items the encoding half takes (see [`LogEncoder`]).
 impl<I, T: ?Sized> Encoder<I> for LogCodec<T>
 where
-    LogEncoder<T>: Encoder<I, Error = Error>,
+    LogEncoder<T>: Encoder<I, Error = CodecError>,
 {
-    type Error = Error;
+    type Error = CodecError;
 
-    fn encode(&mut self, record: I, dst: &mut BytesMut) -> Result<(), Error> {
+    fn encode(&mut self, record: I, dst: &mut BytesMut) -> Result<(), CodecError> {
         self.encoder.encode(record, dst)
     }
 }

@@ -4,8 +4,8 @@
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::Decoder;
 
+use crate::decoder::error::CodecError;
 use crate::decoder::LogDecoder;
-use crate::error::Error;
 use crate::format::Position;
 
 /// One record of a log and where it sits.
@@ -84,14 +84,14 @@ impl From<LogDecoder> for LogRecordDecoder {
 
 impl Decoder for LogRecordDecoder {
     type Item = LogRecord;
-    type Error = Error;
+    type Error = CodecError;
 
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<LogRecord>, Error> {
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<LogRecord>, CodecError> {
         let data = self.decoder.decode(src)?;
         Ok(self.positioned(data))
     }
 
-    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<LogRecord>, Error> {
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<LogRecord>, CodecError> {
         let data = self.decoder.decode_eof(src)?;
         Ok(self.positioned(data))
     }

@@ -9,7 +9,7 @@ use tokio_util::codec::FramedRead;
 
 use super::dialect::{LogState, MetadataReporter};
 use super::{Assembly, DecodeStats, Flow, FragmentMark, LogDecoder, LogInput, Recovery, Reporter};
-use crate::error::Corruption;
+use crate::decoder::error::Corruption;
 use crate::format::fragment::{Dialect, FragmentRules, FragmentType, Parsed};
 use crate::format::metadata::{MetadataRecord, WalCompressionType};
 use crate::format::{block_start, BLOCK_SIZE};
@@ -99,7 +99,7 @@ impl LogDecoderBuilder {
     }
 
     /// What the decoder reads (default [`LogInput::Stream`]): a stream's end inside a
-    /// record is [`Error::IncompleteRecord`](crate::Error::IncompleteRecord), a
+    /// record is [`CodecError::IncompleteRecord`](crate::CodecError::IncompleteRecord), a
     /// file's is a torn tail that the [`Recovery`] mode handles (see [`LogInput`]).
     pub fn input(&mut self, input: LogInput) -> &mut Self {
         self.input = input;

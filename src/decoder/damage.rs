@@ -98,7 +98,7 @@ impl LogDecoder {
     }
 
     /// Handles one piece of damage according to the recovery mode.
-    pub(super) fn corrupt(&mut self, corruption: Corruption) -> Result<(), Error> {
+    pub(super) fn corrupt(&mut self, corruption: Corruption) -> Result<(), CodecError> {
         if self.flow != Flow::Reading {
             // Stopped already (PointInTime or a split's end): later damage is not ours.
             return Ok(());
@@ -120,7 +120,7 @@ impl LogDecoder {
             Recovery::TolerateTail | Recovery::AbsoluteConsistency => {
                 self.flow = Flow::Failed;
                 if corruption.kind() == CorruptionKind::RecordTooLarge {
-                    return Err(Error::RecordTooLarge {
+                    return Err(CodecError::RecordTooLarge {
                         offset: corruption.offset(),
                         size: corruption.bytes(),
                         max: self.max_record_bytes,
@@ -133,7 +133,7 @@ impl LogDecoder {
 
     /// Drops an open record because a FULL or FIRST fragment arrived (LevelDB's
     /// "partial record without end"; an empty FIRST is an old writer's quirk, silent).
-    pub(super) fn interrupt_assembly(&mut self) -> Result<(), Error> {
+    pub(super) fn interrupt_assembly(&mut self) -> Result<(), CodecError> {
         match std::mem::replace(&mut self.assembly, Assembly::Idle) {
             Assembly::Idle => Ok(()),
             Assembly::Collecting { parts, .. } if parts.len == 0 => Ok(()),
@@ -186,7 +186,11 @@ impl LogDecoder {
     }
 
     /// The input ran out before the next complete fragment.
-    pub(super) fn need_more(&mut self, src: &BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
+    pub(super) fn need_more(
+        &mut self,
+        src: &BytesMut,
+        eof: bool,
+    ) -> Result<Option<Bytes>, CodecError> {
         if !eof {
             return Ok(None);
         }
@@ -222,7 +226,7 @@ impl LogDecoder {
     }
 
     /// At EOF, with `src` left over: a torn tail, unless nothing is left or open.
-    pub(super) fn torn_tail(&mut self, src: &BytesMut) -> Result<Option<Bytes>, Error> {
+    pub(super) fn torn_tail(&mut self, src: &BytesMut) -> Result<Option<Bytes>, CodecError> {
         let (tail_start, open) = match &self.assembly {
             Assembly::Idle => (self.offset, false),
             Assembly::Collecting { start, .. } | Assembly::Discarding { start, .. } => {
@@ -261,7 +265,7 @@ impl LogDecoder {
     /// At the end of a stream that stopped inside a record: the record is lost in
     /// transit, an error in every mode (a file's torn tail was handled already). A
     /// follower's decoder is never cut: its input's end is where the writer is.
-    pub(super) fn cut_stream(&mut self, src: &BytesMut) -> Result<(), Error> {
+    pub(super) fn cut_stream(&mut self, src: &BytesMut) -> Result<(), CodecError> {
         if self.input != LogInput::Stream
             || self.live
             || !self.incomplete_tail
@@ -271,7 +275,7 @@ impl LogDecoder {
         }
         self.flow = Flow::Failed;
         let end = self.offset + src.len() as u64;
-        Err(Error::IncompleteRecord {
+        Err(CodecError::IncompleteRecord {
             offset: self.tail_start,
             bytes: end.saturating_sub(self.tail_start),
         })
@@ -280,7 +284,7 @@ impl LogDecoder {
     /// While zeros are suspect (`zero_suspect`), what they hide is damage, handled
     /// as such, as soon as anything but zeros follows them. `bytes` are the next
     /// bytes of the input, from `self.offset`. Returns whether it was raised.
-    pub(super) fn zeros_only(&mut self, bytes: &[u8]) -> Result<bool, Error> {
+    pub(super) fn zeros_only(&mut self, bytes: &[u8]) -> Result<bool, CodecError> {
         if self.zero_suspect.is_none() {
             return Ok(false);
         }
@@ -316,7 +320,7 @@ impl LogDecoder {
     }
 
     /// Passes over skipped bytes; returns false when the input ran out first.
-    pub(super) fn run_skip(&mut self, src: &mut BytesMut, eof: bool) -> Result<bool, Error> {
+    pub(super) fn run_skip(&mut self, src: &mut BytesMut, eof: bool) -> Result<bool, CodecError> {
         let Some(until) = self.skip.as_ref().map(|skip| skip.until) else {
             return Ok(true);
         };
@@ -356,7 +360,7 @@ impl LogDecoder {
         at: u64,
         kind: CorruptionKind,
         then: Option<Corruption>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), CodecError> {
         self.corrupt(Corruption::new(at, self.offset - at, kind))?;
         if let Some(then) = then {
             self.corrupt(then)?;
@@ -370,7 +374,7 @@ impl LogDecoder {
         src: &mut BytesMut,
         at: u64,
         len: usize,
-    ) -> Result<(), Error> {
+    ) -> Result<(), CodecError> {
         // Preallocated space: LevelDB skips the rest of the block silently. The
         // header goes at once: its checksum bytes may hold the start of a header cut
         // short, which is no sign of data after the zeros.
@@ -409,7 +413,7 @@ impl LogDecoder {
         at: u64,
         fragment_len: usize,
         block_left: usize,
-    ) -> Result<(), Error> {
+    ) -> Result<(), CodecError> {
         // The rest of the block, or of the log when it ends first (LevelDB and
         // RocksDB report what they held of the block).
         let covered = block_left.min(src.len());
@@ -472,7 +476,7 @@ impl LogDecoder {
         src: &mut BytesMut,
         at: u64,
         fragment: Fragment,
-    ) -> Result<(), Error> {
+    ) -> Result<(), CodecError> {
         let len = fragment.len();
         self.consume(src, len);
         if self.legacy_data()
@@ -505,7 +509,7 @@ impl LogDecoder {
 
     /// RocksDB: a recyclable fragment (already consumed, `len` bytes at `at`) after
     /// the log's legacy data.
-    pub(super) fn unexpected_recyclable(&mut self, at: u64, len: usize) -> Result<(), Error> {
+    pub(super) fn unexpected_recyclable(&mut self, at: u64, len: usize) -> Result<(), CodecError> {
         let then = self.abandon_assembly();
         self.corrupt(Corruption::new(
             at,
@@ -519,7 +523,12 @@ impl LogDecoder {
     }
 
     /// A fragment of a type the dialect does not know: it and any open record go.
-    pub(super) fn unknown_type(&mut self, at: u64, type_byte: u8, len: usize) -> Result<(), Error> {
+    pub(super) fn unknown_type(
+        &mut self,
+        at: u64,
+        type_byte: u8,
+        len: usize,
+    ) -> Result<(), CodecError> {
         let held = match std::mem::replace(&mut self.assembly, Assembly::Idle) {
             Assembly::Idle => 0,
             Assembly::Collecting { start, parts } => {

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::plain::FullShape;
-use crate::error::CorruptionKind;
+use crate::decoder::error::CorruptionKind;
 #[cfg(feature = "zstd")]
 use crate::format::compression::RecordInflater;
 use crate::format::metadata::{

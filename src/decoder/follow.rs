@@ -19,7 +19,7 @@
 //! | damage it skips or stopped at                    | true                             |
 
 use super::{Assembly, Flow, LogDecoder, SkipReason};
-use crate::error::{CorruptionKind, Error};
+use crate::decoder::error::{CodecError, CorruptionKind};
 use crate::format::block_start;
 
 impl LogDecoder {
@@ -114,13 +114,13 @@ enum ErrorKey {
         offset: u64,
         bytes: u64,
     },
-    Other(std::mem::Discriminant<Error>),
+    Other(std::mem::Discriminant<CodecError>),
 }
 
 impl ErrorKey {
-    fn of(error: &Error) -> ErrorKey {
+    fn of(error: &CodecError) -> ErrorKey {
         match *error {
-            Error::Corruption {
+            CodecError::Corruption {
                 offset,
                 bytes,
                 kind,
@@ -129,8 +129,10 @@ impl ErrorKey {
                 bytes,
                 kind,
             },
-            Error::RecordTooLarge { offset, size, .. } => ErrorKey::RecordTooLarge { offset, size },
-            Error::IncompleteRecord { offset, bytes } => {
+            CodecError::RecordTooLarge { offset, size, .. } => {
+                ErrorKey::RecordTooLarge { offset, size }
+            }
+            CodecError::IncompleteRecord { offset, bytes } => {
                 ErrorKey::IncompleteRecord { offset, bytes }
             }
             ref other => ErrorKey::Other(std::mem::discriminant(other)),
@@ -143,7 +145,7 @@ impl LiveDoubt {
     /// [`LogDecoder::rewind_point`]), is to be read again: the first time it is met
     /// there, and every time when it is damage a write in progress leaves (zeros before
     /// data). Notes it as met.
-    pub(crate) fn read_again(&mut self, rewind_point: u64, error: &Error) -> bool {
+    pub(crate) fn read_again(&mut self, rewind_point: u64, error: &CodecError) -> bool {
         let met = (rewind_point, ErrorKey::of(error));
         if self.met.as_ref() == Some(&met) && !error.unwritten_while_live() {
             return false;

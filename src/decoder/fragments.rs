@@ -10,7 +10,7 @@ impl LogDecoder {
         src: &mut BytesMut,
         fragment_offset: u64,
         fragment: Fragment,
-    ) -> Result<Option<Bytes>, Error> {
+    ) -> Result<Option<Bytes>, CodecError> {
         let fragment_len = fragment.len();
         let recyclable = fragment.log_number().is_some();
         if recyclable && !self.state.is_recycled() && self.rules.dialect() == Dialect::Pebble {
@@ -212,7 +212,7 @@ impl LogDecoder {
         &mut self,
         start: u64,
         raw: Bytes,
-    ) -> Result<Option<Bytes>, Error> {
+    ) -> Result<Option<Bytes>, CodecError> {
         let Some(compression) = self
             .state
             .compression
@@ -256,7 +256,7 @@ impl LogDecoder {
         start: u64,
         payload: Bytes,
         parts: (bool, bool),
-    ) -> Result<Option<Bytes>, Error> {
+    ) -> Result<Option<Bytes>, CodecError> {
         let Some(compression) = self
             .state
             .compression
@@ -292,7 +292,7 @@ impl LogDecoder {
         at: u64,
         fragment_type: FragmentType,
         payload: &[u8],
-    ) -> Result<(), Error> {
+    ) -> Result<(), CodecError> {
         self.stats.metadata_records += 1;
         if let Assembly::Collecting { start, parts } =
             std::mem::replace(&mut self.assembly, Assembly::Idle)
@@ -357,7 +357,7 @@ impl LogDecoder {
     }
 
     /// Switches an open record that crossed `max_record_bytes` to discarding.
-    pub(super) fn check_record_size(&mut self) -> Result<(), Error> {
+    pub(super) fn check_record_size(&mut self) -> Result<(), CodecError> {
         if let Assembly::Collecting { start, ref parts } = self.assembly {
             let len = parts.len;
             if len > self.max_record_bytes {

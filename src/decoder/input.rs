@@ -5,7 +5,7 @@
 ///
 /// | input    | its end inside a record is                 | so, at EOF                                                                 |
 /// |----------|--------------------------------------------|----------------------------------------------------------------------------|
-/// | `Stream` | a cut: the sender stopped or the link broke | [`Error::IncompleteRecord`](crate::Error::IncompleteRecord), in every [`Recovery`](crate::Recovery) mode |
+/// | `Stream` | a cut: the sender stopped or the link broke | [`CodecError::IncompleteRecord`](crate::CodecError::IncompleteRecord), in every [`Recovery`](crate::Recovery) mode |
 /// | `File`   | a torn tail: a writer died mid-write       | the log's end in `TolerateTail`, `PointInTime` and `SkipCorrupted` (LevelDB's reader drops it silently); `Err` in `AbsoluteConsistency` |
 ///
 /// Either way [`LogDecoder::has_incomplete_tail`](crate::LogDecoder::has_incomplete_tail)
@@ -18,7 +18,7 @@
 ///
 /// ```
 /// use tokio_util::codec::Decoder;
-/// use walcodec::{Error, LogDecoder, LogEncoder, LogInput};
+/// use walcodec::{CodecError, LogDecoder, LogEncoder, LogInput};
 ///
 /// let mut log = bytes::BytesMut::new();
 /// let mut encoder = LogEncoder::new();
@@ -32,7 +32,7 @@
 /// assert_eq!(decoder.decode_eof(&mut src).unwrap().unwrap(), &b"whole"[..]);
 /// assert!(matches!(
 ///     decoder.decode_eof(&mut src),
-///     Err(Error::IncompleteRecord { offset: 12, bytes: 607 })
+///     Err(CodecError::IncompleteRecord { offset: 12, bytes: 607 })
 /// ));
 ///
 /// // A file: a torn tail, the log's end.
@@ -48,7 +48,7 @@
 #[non_exhaustive]
 pub enum LogInput {
     /// A stream (a socket, a pipe, a buffer handed over whole): its end inside a
-    /// record is [`Error::IncompleteRecord`](crate::Error::IncompleteRecord).
+    /// record is [`CodecError::IncompleteRecord`](crate::CodecError::IncompleteRecord).
     #[default]
     Stream,
     /// A file a writer may have died writing: its end inside a record is a torn

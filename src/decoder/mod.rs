@@ -6,14 +6,14 @@
 //! |----------------------------------------------------------|----------------|----------------|-----------------------|
 //! | EOF where a record would start                           | all            | clean end      | `None`                |
 //! | zeros to EOF (from a zero header, or padding)            | all            | preallocated space, clean | `None`     |
-//! | a header or payload cut by EOF, a record without its LAST, reading a stream ([`LogInput::Stream`], the default) | all | cut in transit: the record is lost | [`Error::IncompleteRecord`], in every mode |
+//! | a header or payload cut by EOF, a record without its LAST, reading a stream ([`LogInput::Stream`], the default) | all | cut in transit: the record is lost | [`CodecError::IncompleteRecord`], in every mode |
 //! | a header or payload cut by EOF, a record without its LAST, reading a file ([`LogInput::File`]) | all | torn tail: a writer died | `None`, [`has_incomplete_tail`](LogDecoder::has_incomplete_tail) |
 //! | a fragment of another log number                          | RocksDB        | the recycled file's old bytes: clean end | `None`, [`recycled_end`](LogDecoder::recycled_end) |
 //! | the EOF trailer (log number + 1 at a record start)        | Pebble         | clean close    | `None`, [`has_eof_trailer`](LogDecoder::has_eof_trailer) |
 //! | an invalid chunk, no later WAL-sync promise past it       | Pebble         | torn or recycled tail | `None`, [`recycled_end`](LogDecoder::recycled_end) |
 //! | an invalid chunk a later synced offset proves             | Pebble         | corruption     | `Err` once the promise is read |
 //! | damage with more log after it                             | LevelDB, RocksDB | corruption   | `Err`                 |
-//! | a read error of the source                                | all            | not the log's: `Error::Io` ends the stream | `Err(Error::Io)` |
+//! | a read error of the source                                | all            | not the log's: `CodecError::Io` ends the stream | `Err(CodecError::Io)` |
 //!
 //! Each [`Recovery`] mode maps these (see its table); Pebble's rule is in the
 //! `pebble` module. A stream that stops inside a record is an error whatever the
@@ -48,6 +48,7 @@ mod assembly;
 mod builder;
 mod damage;
 mod dialect;
+pub(crate) mod error;
 pub(crate) mod follow;
 mod fragments;
 mod input;
@@ -66,7 +67,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{Buf, Bytes, BytesMut};
 use tokio_util::codec::Decoder;
 
-use crate::error::{Corruption, CorruptionKind, Error};
+use crate::decoder::error::{CodecError, Corruption, CorruptionKind};
 use crate::format::fragment::{
     header_size_of, Defect, Dialect, Fragment, FragmentRules, FragmentType, Parsed, Part,
     RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE,
@@ -407,7 +408,7 @@ impl LogDecoder {
         src: &mut BytesMut,
         eof: bool,
         max_record_bytes: usize,
-    ) -> Result<Option<(FragmentMark, Bytes)>, Error> {
+    ) -> Result<Option<(FragmentMark, Bytes)>, CodecError> {
         let whole_limit = std::mem::replace(&mut self.max_record_bytes, max_record_bytes);
         self.fragments = true;
         // A FULL record is returned by paths shared with record mode, which leave
@@ -457,7 +458,7 @@ impl LogDecoder {
     }
 
     #[inline(never)]
-    fn decode_inner(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
+    fn decode_inner(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, CodecError> {
         loop {
             if self.read_ahead.is_some() {
                 self.run_read_ahead(src, eof)?;
@@ -655,19 +656,19 @@ impl LogDecoder {
 
 impl Decoder for LogDecoder {
     type Item = Bytes;
-    type Error = Error;
+    type Error = CodecError;
 
     // The common case first, so that it does not pay for the general loop's stack
     // frame.
     #[inline]
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, Error> {
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, CodecError> {
         if let Some(record) = self.decode_plain_full(src) {
             return Ok(Some(record));
         }
         self.decode_slow(src, false)
     }
 
-    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, Error> {
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, CodecError> {
         if let Some(record) = self.decode_plain_full(src) {
             return Ok(Some(record));
         }

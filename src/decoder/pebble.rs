@@ -31,8 +31,8 @@
 use bytes::BytesMut;
 
 use super::{Assembly, Flow, LogDecoder};
+use crate::decoder::error::{CodecError, Corruption, CorruptionKind};
 use crate::decoder::Recovery;
-use crate::error::{Corruption, CorruptionKind, Error};
 use crate::format::fragment::Parsed;
 use crate::format::BLOCK_SIZE;
 
@@ -58,7 +58,7 @@ impl LogDecoder {
         invalid_offset: u64,
         kind: CorruptionKind,
         (covered, block_left): (usize, usize),
-    ) -> Result<(), Error> {
+    ) -> Result<(), CodecError> {
         let damage = Corruption::new(at, covered.max(1) as u64, kind);
         if let Some(open) = self.abandon_assembly() {
             self.note_cut(open.offset(), CorruptionKind::OldRecord);
@@ -90,7 +90,11 @@ impl LogDecoder {
 
     /// Runs the read-ahead over `src`: `Ok(())` with the input used up (or the
     /// answer found and the read-ahead over).
-    pub(super) fn run_read_ahead(&mut self, src: &mut BytesMut, eof: bool) -> Result<(), Error> {
+    pub(super) fn run_read_ahead(
+        &mut self,
+        src: &mut BytesMut,
+        eof: bool,
+    ) -> Result<(), CodecError> {
         // The scan always checks checksums: a promise must be intact to count.
         let rules = self.rules.verify_checksums(true);
         while let Some(read_ahead) = &mut self.read_ahead {
@@ -130,7 +134,7 @@ impl LogDecoder {
 
     /// The input ran out during the read-ahead: at EOF, no promise was found, so
     /// the invalid chunk was the log's end.
-    fn read_ahead_ran_out(&mut self, eof: bool) -> Result<(), Error> {
+    fn read_ahead_ran_out(&mut self, eof: bool) -> Result<(), CodecError> {
         if eof {
             if let Some(read_ahead) = self.read_ahead.take() {
                 self.state.recycled_end = Some(read_ahead.damage.offset());
@@ -140,7 +144,7 @@ impl LogDecoder {
     }
 
     /// A promise past the invalid chunk was found: it was corruption.
-    fn pebble_proven(&mut self, proven: ReadAhead, synced: Option<u64>) -> Result<(), Error> {
+    fn pebble_proven(&mut self, proven: ReadAhead, synced: Option<u64>) -> Result<(), CodecError> {
         self.state.recycled_end = None;
         self.flow = Flow::Reading;
         self.assembly = Assembly::Idle;

@@ -17,7 +17,7 @@
 use bytes::{Buf, Bytes, BytesMut};
 
 use super::{Assembly, Flow, LogDecoder};
-use crate::error::Error;
+use crate::decoder::error::CodecError;
 use crate::format::fragment::{FragmentType, RECYCLABLE_HEADER_SIZE, WAL_SYNC_HEADER_SIZE};
 use crate::format::{fragment_crc_in_place, unmask, BLOCK_SIZE, HEADER_SIZE};
 
@@ -114,7 +114,7 @@ impl LogDecoder {
         &mut self,
         src: &mut BytesMut,
         eof: bool,
-    ) -> Result<Option<Bytes>, Error> {
+    ) -> Result<Option<Bytes>, CodecError> {
         if self.state.is_compressed() {
             if let Some(record) = self.plain_compressed_full(src) {
                 return Ok(Some(record));
@@ -127,7 +127,11 @@ impl LogDecoder {
     /// is what the compiler optimizes for.
     #[cold]
     #[inline(never)]
-    fn decode_general(&mut self, src: &mut BytesMut, eof: bool) -> Result<Option<Bytes>, Error> {
+    fn decode_general(
+        &mut self,
+        src: &mut BytesMut,
+        eof: bool,
+    ) -> Result<Option<Bytes>, CodecError> {
         self.decode_inner(src, eof)
     }
 

@@ -19,7 +19,7 @@ use std::str::FromStr;
 /// modes keep LevelDB's tolerant tail, where a writer that died mid-record leaves
 /// the log's end. A decoder reading a stream (the default,
 /// [`LogInput::Stream`](crate::LogInput::Stream)) ends with
-/// [`Error::IncompleteRecord`](crate::Error::IncompleteRecord) in every mode when the
+/// [`CodecError::IncompleteRecord`](crate::CodecError::IncompleteRecord) in every mode when the
 /// stream stops inside a record (`AbsoluteConsistency` with its own error first):
 /// a cut stream is a transfer that failed, not a log's end.
 ///
@@ -36,7 +36,7 @@ use std::str::FromStr;
 /// reports 14 bytes in every mode).
 ///
 /// A read error of the source (the `AsyncRead` under a `FramedRead`) ends the
-/// stream with [`Error::Io`](crate::Error::Io) in every mode. LevelDB's and
+/// stream with [`CodecError::Io`](crate::CodecError::Io) in every mode. LevelDB's and
 /// RocksDB's readers instead drop the block, report "read error" with its bytes,
 /// and go on; a Tokio codec never sees the bytes that failed, and the caller may
 /// retry the read, so the error is handed back rather than skipped.

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
+use crate::decoder::error::Corruption;
 use crate::decoder::Recovery;
-use crate::error::Corruption;
 
 /// A decoder in a tolerant mode dropped a damaged piece of its log: the decoder
 /// named `log`, reading `file` (when it reads a file it knows).

@@ -1,6 +1,12 @@
 //! [`DirReader`]: reading and following a [`LogDir`](crate::LogDir) across its
 //! segments.
 //!
+//! Why one file of about 1,250 lines: most of it is `Walk`, one state machine (open a
+//! segment, decode, doubt a live error once, check what was read against the file, wait)
+//! whose steps all move the same cursor. It is the follower engine issue 38 asks
+//! `LogTailer` (`reader/mod.rs`) to share; cut it along that seam when the two merge,
+//! rather than spread it over files the merge would rewrite.
+//!
 //! One segment at a time, in number order, with a [`LogDecoder`] started at the
 //! reader's offset in it. How far a segment may be read, and when it is over:
 //!
@@ -66,6 +72,7 @@ use super::segment::{list_segments, segment_path};
 use super::wake::DurableWatch;
 use super::Inner;
 use super::LogDirOptions;
+use crate::decoder::error::CodecError;
 use crate::decoder::follow::LiveDoubt;
 use crate::decoder::LogDecoder;
 use crate::error::Error;
@@ -393,7 +400,7 @@ struct Walk {
     holes_checked: Option<(u64, Instant)>,
     /// What the decoder said when [`next_buffered`](Walk::next_buffered) found no
     /// record in the buffer: the read it hands over to goes on from it.
-    decoded: Option<Result<Option<Bytes>, Error>>,
+    decoded: Option<Result<Option<Bytes>, CodecError>>,
 }
 
 #[derive(Debug)]
@@ -668,8 +675,8 @@ impl Walk {
             };
             let cursor = self.cursor.as_mut().expect("opened above");
             let decoded = match decoded {
-                Err(e) if cursor.guard.is_some() => Err(self.damage_or_change(e).await),
-                decoded => decoded.map_err(|e| bad_segment(segment, e)),
+                Err(e) if cursor.guard.is_some() => Err(self.damage_or_change(e.into()).await),
+                decoded => decoded.map_err(|e| bad_segment(segment, e.into())),
             };
             let cursor = self.cursor.as_mut().expect("opened above");
             match decoded? {
@@ -689,7 +696,7 @@ impl Walk {
                         let cut = Error::Corruption {
                             offset: cursor.decoder.valid_prefix_len(),
                             bytes: cursor.read_to - cursor.decoder.valid_prefix_len(),
-                            kind: crate::error::CorruptionKind::TruncatedTail,
+                            kind: crate::decoder::error::CorruptionKind::TruncatedTail,
                         };
                         return Err(bad_segment(segment, cut));
                     }
@@ -801,8 +808,8 @@ impl Walk {
     /// Whether `error`, met decoding the current segment, may be a write still in
     /// progress to be read again (in another process, in a segment not sealed, and
     /// not met there already): then it is noted as met.
-    async fn is_live_error(&mut self, error: &Error) -> Result<bool, Error> {
-        if !matches!(self.source, Source::Files) || matches!(error, Error::Io(_)) {
+    async fn is_live_error(&mut self, error: &CodecError) -> Result<bool, Error> {
+        if !matches!(self.source, Source::Files) || matches!(error, CodecError::Io(_)) {
             return Ok(false);
         }
         if self.readable().await?.sealed {

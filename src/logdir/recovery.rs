@@ -345,7 +345,7 @@ async fn check_sealed(dir: &Path, segment: u64) -> Result<u64, Error> {
         let cut = Error::Corruption {
             offset: scan.valid_len,
             bytes: scan.tail_bytes(),
-            kind: crate::error::CorruptionKind::TruncatedTail,
+            kind: crate::decoder::error::CorruptionKind::TruncatedTail,
         };
         return Err(bad_segment(segment, cut));
     }
@@ -369,7 +369,7 @@ async fn check_sealed_pebble(dir: &Path, segment: u64) -> Result<(u64, u64), Err
         match records.try_next().await {
             Ok(Some(_)) => {}
             Ok(None) => break,
-            Err(e) => return Err(bad_segment(segment, e)),
+            Err(e) => return Err(bad_segment(segment, e.into())),
         }
     }
     let decoder = records.decoder();
@@ -381,7 +381,7 @@ async fn check_sealed_pebble(dir: &Path, segment: u64) -> Result<(u64, u64), Err
     let cut = Error::Corruption {
         offset: valid,
         bytes: file_len.saturating_sub(valid),
-        kind: crate::error::CorruptionKind::TruncatedTail,
+        kind: crate::decoder::error::CorruptionKind::TruncatedTail,
     };
     Err(bad_segment(segment, cut))
 }

@@ -25,6 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, AsyncSeekExt};
 use tokio_util::codec::Decoder;
 use tokio_util::io::poll_read_buf;
 
+use crate::decoder::error::CodecError;
 use crate::decoder::follow::LiveDoubt;
 use crate::decoder::LogDecoder;
 use crate::decoder::LogDecoderBuilder;
@@ -265,7 +266,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             };
             match decoded {
                 Err(e) => {
-                    if self.live.is_some() && !matches!(e, Error::Io(_)) {
+                    if self.live.is_some() && !matches!(e, CodecError::Io(_)) {
                         // Damage past the last record of a live log may be a write
                         // still in progress: read it again once before believing it.
                         if self.doubted.read_again(self.decoder.rewind_point(), &e) {
@@ -280,7 +281,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                         }
                     }
                     self.done = true;
-                    return Poll::Ready(Step::Failed(self.damage_or_change(e)));
+                    return Poll::Ready(Step::Failed(self.damage_or_change(e.into())));
                 }
                 Ok(Some(data)) => {
                     self.doubted.clear();

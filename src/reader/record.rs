@@ -25,9 +25,9 @@ use std::task::{ready, Context, Poll};
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncBufRead, AsyncRead, ReadBuf};
 
+use crate::decoder::error::{Corruption, CorruptionKind};
 use crate::decoder::FragmentMark;
 use crate::error::Error;
-use crate::error::{Corruption, CorruptionKind};
 use crate::format::Position;
 use crate::reader::LogReader;
 use crate::reader::LogRecord;
@@ -86,7 +86,7 @@ fn poll_next_fragment<R: AsyncRead + Unpin>(
         match decoder.decode_fragment(buffer, eof, limit) {
             Err(e) => {
                 *done = true;
-                return Poll::Ready(Err(e));
+                return Poll::Ready(Err(e.into()));
             }
             Ok(Some((mark, payload))) => return Poll::Ready(Ok(Next::Fragment(mark, payload))),
             Ok(None) => {}

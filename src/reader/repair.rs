@@ -21,8 +21,8 @@ use tokio::io::AsyncSeekExt;
 use tokio_util::codec::FramedRead;
 
 use crate::codec::encoder::LogFormat;
+use crate::decoder::error::{CodecError, CorruptionKind};
 use crate::decoder::LogDecoder;
-use crate::error::CorruptionKind;
 use crate::error::Error;
 use crate::format::fragment::Dialect;
 use crate::format::zeros::{all_zero, first_nonzero, last_nonzero};
@@ -315,9 +315,9 @@ async fn scan_to_damage(
         match records.try_next().await {
             Ok(Some(_)) => {}
             Ok(None) => break None,
-            Err(Error::Io(e)) => return Err(Error::Io(e)),
+            Err(CodecError::Io(e)) => return Err(Error::Io(e)),
             // With how far the decoder had read when it saw the damage.
-            Err(e) => break Some((e, records.decoder().offset())),
+            Err(e) => break Some((e.into(), records.decoder().offset())),
         }
     };
     let decoder = records.decoder();

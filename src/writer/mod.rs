@@ -35,6 +35,7 @@
 
 mod flush;
 mod options;
+pub(crate) mod record_writer;
 pub(crate) mod report;
 mod storage;
 mod stream;

@@ -15,9 +15,9 @@ use tokio::sync::oneshot;
 
 use super::{AsyncLogWriter, Entry, Failure, Shared};
 use crate::codec::encoder::LogEncoder;
-use crate::codec::record_writer::{fill_fragment, Framer};
 use crate::error::Error;
 use crate::format::Position;
+use crate::writer::record_writer::{fill_fragment, Framer};
 
 /// Holds the end of the log for a streamed record; on drop gives it back and wakes
 /// the appends waiting behind it. Dropped part way into a record (an error, or the

@@ -761,7 +761,7 @@ impl RangePass<'_> {
                     return;
                 }
                 Err(e) => {
-                    self.error = Some(e);
+                    self.error = Some(e.into());
                     self.stop = true;
                     return;
                 }

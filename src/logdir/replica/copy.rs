@@ -1,4 +1,11 @@
 //! The replica's side: [`Replica`], a directory of byte-identical segment copies.
+//!
+//! Why one file of about 1,100 lines: it is one `impl Replica` around one connection's
+//! state (the handshake's outcome, the segment being written, the acknowledgements in
+//! flight), which the sync loop, `rewind` and `promote` all take apart. The seam to cut
+//! along is the narrow interface between replication and the directory (issue 38:
+//! pin a segment, durable end, read a segment); splitting before it would only move the
+//! shared fields about.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
