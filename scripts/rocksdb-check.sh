@@ -16,9 +16,13 @@ if ! command -v ldb >/dev/null 2>&1; then
 fi
 
 out=${1:-$(mktemp -d)}
-# The README test command's features (zstd among them), so that after that command
-# only the example is built, not the library once more.
-cargo run --release --quiet --features cli,zstd,tracing,metrics,replica-auth --example rocksdb_wal -- "$out"
+# Built as the README's test command builds (the whole workspace, its features, zstd
+# among them), so that after that command, which builds every example, there is
+# nothing to build here.
+cargo build --release --quiet --workspace --features cli,zstd,tracing,metrics,replica-auth --example rocksdb_wal
+target=$(cargo metadata --format-version 1 --no-deps |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+"$target/release/examples/rocksdb_wal" "$out"
 
 failed=0
 checked=0
