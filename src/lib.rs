@@ -116,11 +116,11 @@ pub use error::{Error, LogChange};
 pub use format::fragment::Dialect;
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
 /// The version of the replication protocol (see [`Replica`]).
-pub use logdir::PROTOCOL_VERSION as REPLICATION_PROTOCOL_VERSION;
+pub use logdir::replica::PROTOCOL_VERSION as REPLICATION_PROTOCOL_VERSION;
+pub use logdir::replica::{Replica, ShipStats, SyncEnd};
 pub use logdir::{
     DirReader, DirRecord, Epoch, History, LogDir, LogDirOptions, LogId, LogPosition,
-    ParsePositionError, Replica, RetentionHold, SegmentInfo, SegmentList, ShipStats, SyncEnd,
-    DEFAULT_WAKE_INTERVAL,
+    ParsePositionError, RetentionHold, SegmentInfo, SegmentList, DEFAULT_WAKE_INTERVAL,
 };
 pub use reader::record::RecordReader;
 pub use reader::repair::{repair_log, scan_log, RepairOptions, TailScan};

@@ -13,7 +13,7 @@ mod quorum;
 mod reader;
 mod recovery;
 mod recycle;
-mod replica;
+pub(crate) mod replica;
 mod report;
 mod retention;
 mod segment;
@@ -37,7 +37,6 @@ pub use hold::RetentionHold;
 pub use listing::{SegmentInfo, SegmentList};
 pub use options::LogDirOptions;
 pub use reader::{DirReader, DirRecord};
-pub use replica::{Replica, ShipStats, SyncEnd, PROTOCOL_VERSION};
 
 use fs::blocking;
 use segment::segment_path;

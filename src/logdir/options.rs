@@ -14,13 +14,44 @@ use tokio::sync::{watch, RwLock};
 
 use super::fs::{blocking, DirStorage, OsDirStorage};
 use super::report::DirObserver;
-use super::{dialect, history, lock, quorum, recovery, recycle, replica};
+use super::{dialect, history, lock, quorum, recovery, recycle};
 use super::{Active, Catalog, Inner, LogDir};
 use crate::error::Error;
 use crate::format::fragment::Dialect;
 use crate::observe;
 use crate::position::LogPosition;
 use crate::writer::WriterOptions;
+
+/// How long either end of a replication connection waits by default for the
+/// other: for its hello, then for each message (a replica) or for the peer to
+/// take one (a primary). Here, below replication, because the directory's
+/// settings start from it too.
+pub(crate) const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A shared secret for replication's handshake; never printed. Here, below
+/// replication, because the directory keeps it among its settings.
+#[cfg(feature = "replica-auth")]
+#[derive(Clone)]
+pub(crate) struct Secret(Arc<[u8]>);
+
+#[cfg(feature = "replica-auth")]
+impl Secret {
+    pub(crate) fn new(secret: &[u8]) -> Secret {
+        Secret(secret.into())
+    }
+
+    /// The secret's bytes, for the handshake's proofs.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+#[cfg(feature = "replica-auth")]
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
 
 /// Configures a [`LogDir`], then opens it.
 ///
@@ -54,7 +85,7 @@ pub struct LogDirOptions {
     pub(super) replica_wake_interval: Duration,
     pub(super) sync_replicas: usize,
     #[cfg(feature = "replica-auth")]
-    pub(super) replica_secret: Option<replica::auth::Secret>,
+    pub(super) replica_secret: Option<Secret>,
     pub(super) recycle_segments: usize,
     pub(super) dialect: Dialect,
     pub(super) storage: Arc<dyn DirStorage>,
@@ -87,7 +118,7 @@ impl Default for LogDirOptions {
             retain_bytes: None,
             retain_age: None,
             replica_retain_bytes: None,
-            replica_timeout: replica::DEFAULT_TIMEOUT,
+            replica_timeout: DEFAULT_REPLICA_TIMEOUT,
             replica_wake_interval: LogDirOptions::DEFAULT_WAKE_INTERVAL,
             sync_replicas: 0,
             #[cfg(feature = "replica-auth")]
@@ -277,7 +308,7 @@ impl LogDirOptions {
     /// ends' random nonces, compared in constant time; the secret never crosses the
     /// wire. A peer without it fails with [`Error::ReplicaAuthentication`] before
     /// it can read the log's end, pin a segment or be sent a byte of the log; a
-    /// replica given the secret ([`Replica::set_secret`]) refuses a primary that
+    /// replica given the secret ([`Replica::set_secret`](crate::Replica::set_secret)) refuses a primary that
     /// does not know it, so a fake primary cannot feed it records. Set the same
     /// secret on both ends (32 random bytes, say).
     ///
@@ -288,7 +319,7 @@ impl LogDirOptions {
     /// secret.
     #[cfg(feature = "replica-auth")]
     pub fn replica_secret(&mut self, secret: impl AsRef<[u8]>) -> &mut Self {
-        self.replica_secret = Some(replica::auth::Secret::new(secret.as_ref()));
+        self.replica_secret = Some(Secret::new(secret.as_ref()));
         self
     }
 

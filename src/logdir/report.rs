@@ -263,7 +263,14 @@ impl DirObserver {
     pub(crate) fn replica_ended(
         &self,
         connection: u64,
-        result: &Result<crate::logdir::ShipStats, crate::error::Error>,
+        result: Result<
+            (
+                crate::position::LogPosition,
+                crate::position::LogPosition,
+                u64,
+            ),
+            &crate::error::Error,
+        >,
     ) {
         let how = match result {
             Ok(_) => "clean",
@@ -296,13 +303,13 @@ impl DirObserver {
         }
         #[cfg(feature = "tracing")]
         match result {
-            Ok(stats) => tracing::info!(
+            Ok((from, to, bytes)) => tracing::info!(
                 target: "walcodec",
                 log = %self.name,
                 how,
-                from = %stats.from,
-                to = %stats.to,
-                bytes = stats.bytes,
+                from = %from,
+                to = %to,
+                bytes,
                 "replica disconnected"
             ),
             Err(error) => tracing::warn!(

@@ -16,7 +16,6 @@
 //! impostors, not a man in the middle of a live connection: the messages after
 //! the handshake carry no MAC (use TLS with client certificates for that).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use hmac::{Hmac, Mac};
@@ -31,21 +30,8 @@ pub(crate) const AUTH_MAGIC: [u8; 8] = *b"WALCAUTH";
 const NONCE_LEN: usize = 32;
 const PROOF_LEN: usize = 32;
 
-/// A shared secret; never printed.
-#[derive(Clone)]
-pub(crate) struct Secret(Arc<[u8]>);
-
-impl Secret {
-    pub(crate) fn new(secret: &[u8]) -> Secret {
-        Secret(secret.into())
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(..)")
-    }
-}
+// The directory keeps the secret among its settings, so the type lives below.
+pub(crate) use crate::logdir::options::Secret;
 
 /// Which end this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +58,7 @@ impl Role {
 
 fn proof(secret: &Secret, role: Role, replica_nonce: &[u8], primary_nonce: &[u8]) -> Hmac<Sha256> {
     // An HMAC takes a key of any length.
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&secret.0).expect("any key length");
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.bytes()).expect("any key length");
     mac.update(role.label());
     mac.update(replica_nonce);
     mac.update(primary_nonce);

@@ -154,5 +154,4 @@ mod wire;
 
 pub use copy::{Replica, SyncEnd};
 pub use primary::ShipStats;
-pub(crate) use wire::DEFAULT_TIMEOUT;
 pub use wire::PROTOCOL_VERSION;

@@ -87,7 +87,10 @@ impl LogDir {
     {
         let connection = self.inner.observer.replica_connected();
         let result = self.serve_connected(conn, connection).await;
-        self.inner.observer.replica_ended(connection, &result);
+        let shipped = result
+            .as_ref()
+            .map(|stats| (stats.from, stats.to, stats.bytes));
+        self.inner.observer.replica_ended(connection, shipped);
         result
     }
 

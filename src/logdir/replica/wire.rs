@@ -23,9 +23,9 @@ pub(crate) const HELLO_LEN: usize = 8 + 4 + 4 + 16;
 /// The most bytes one data message carries.
 pub(crate) const MAX_DATA: usize = 1 << 20;
 
-/// How long either end waits by default for the other: for its hello, then for
-/// each message (a replica) or for the peer to take one (a primary).
-pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long either end waits by default for the other (the directory's settings
+/// start from it too, so it is defined below, with them).
+pub(crate) use crate::logdir::options::DEFAULT_REPLICA_TIMEOUT as DEFAULT_TIMEOUT;
 
 /// How often an idle primary at most tells its replica it is still there.
 const MAX_HEARTBEAT: Duration = Duration::from_millis(500);
