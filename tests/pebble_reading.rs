@@ -50,6 +50,29 @@ fn every_vector_reads_its_records_in_every_mode() {
     }
 }
 
+/// The next log's number in a whole recyclable header where a record would start
+/// is Pebble's EOF trailer, a clean end in every mode, even when the log ends before
+/// the payload the header claims: Pebble reads the log number before it measures
+/// the payload. (Found by `damaged_logs_end_as_pebble_says`: absolute consistency
+/// called this a truncated record.)
+#[test]
+fn an_eof_trailer_cut_short_is_a_clean_end_in_every_mode() {
+    let log = wal_sync_log(1, &[Vec::new()], false);
+    assert_eq!(log.len(), 19, "one empty record, a WAL-sync header alone");
+    let mut log = log.to_vec();
+    // A recyclable FULL header of log 2 claiming one byte, and no byte after it.
+    log.extend_from_slice(&[0, 0, 0, 0, 1, 0, 5, 2, 0, 0, 0]);
+    let reference = reference_read_pebble(&log, 1);
+    assert_eq!(reference.records, vec![Vec::<u8>::new()]);
+    assert_eq!(reference.end, PebbleEnd::Eof);
+    for recovery in Recovery::ALL {
+        let outcome = read(&log, recovery, 1);
+        assert_eq!(outcome.record_vecs(), vec![Vec::<u8>::new()], "{recovery}");
+        assert_eq!(outcome.error, None, "{recovery}: {outcome:?}");
+        assert!(outcome.reports.is_empty(), "{recovery}: {outcome:?}");
+    }
+}
+
 /// A WAL-sync log of `records` for log `number`, each fragment promising the log
 /// synced up to the end of the record before it (what a writer syncing after
 /// every record promises), closed with the EOF trailer when `close`.

@@ -591,6 +591,19 @@ impl LogDecoder {
                     });
                 }
                 Parsed::ZeroFill { len } => self.zero_fill(src, fragment_offset, len)?,
+                Parsed::Incomplete {
+                    header: Some(header),
+                    ..
+                } if eof
+                    && self.rules.is_eof_trailer(&header)
+                    && matches!(self.assembly, Assembly::Idle) =>
+                {
+                    // Pebble reads a recyclable header's log number before it
+                    // measures the payload: the next log's number where a record
+                    // would start ends the log cleanly, however short the input after
+                    // it (RocksDB measures first, and its dialect never matches here).
+                    self.pebble_eof_trailer(fragment_offset);
+                }
                 Parsed::Incomplete { needed, header } => {
                     if !eof && header.is_some() && needed > src.len() {
                         // Room for the whole fragment (at most a block) at once: a
