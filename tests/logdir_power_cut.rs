@@ -33,15 +33,16 @@ use crate::writer_support;
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use walcodec::testing::DirStorage;
 use walcodec::{LogDir, LogPosition, WriterOptions};
 
 use power_support::dir::{dir_image, write_image, DirImage, DirOp, DirTrace, SimDir};
+use power_support::record::{self, RecordOnPanic};
 use power_support::{
-    env_number, hex, scratch_dir, seed, start_run, unhex, Op, ReplayOnPanic, SplitMix,
+    env_number, hex, scratch_dir, seed, start_run, unhex, ReplayOnPanic, SplitMix,
 };
 use writer_support::{make_record_sized, verify_sized};
 
@@ -298,12 +299,9 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
             let image_seed = rng.next_u64();
             let image = dir_image(&run.ops, cut, &mut SplitMix::new(image_seed));
             let image_path = scratch.path().join("image");
-            let record = RecordOnPanic {
-                run: &run,
-                cut,
-                image_seed,
-                seed,
-            };
+            let record = RecordOnPanic::new(REPLAY, TEST, "logdir-power-cut", seed, cut, |_| {
+                save_run(&run, cut, image_seed)
+            });
             check_cut(&run, cut, &image, &image_path, &mut tally).await;
             drop(record);
         }
@@ -330,15 +328,15 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
 // Several tasks on two threads, racing the writer's own thread: a seed replays each
 // run's configuration and its cuts, not the schedule the tasks met; a failing cut's
 // record (see the module docs) replays that schedule step for step.
+/// This test's name, and the variable that replays one of its recorded cuts.
+const TEST: &str = "logdir_power_cut::logdir_power_cuts_lose_no_acknowledged_record";
+const REPLAY: &str = "LOGDIR_POWER_CUT_REPLAY";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logdir_power_cuts_lose_no_acknowledged_record() {
-    if let Some(file) = std::env::var_os("LOGDIR_POWER_CUT_REPLAY") {
-        let (run, cut, image_seed) = load_run(&std::fs::read_to_string(&file).unwrap());
-        println!(
-            "logdir power cut: replaying the cut after {cut} of {} steps recorded in {}",
-            run.ops.len(),
-            Path::new(&file).display()
-        );
+    if let Some((file, text)) = record::replayed(REPLAY, TEST) {
+        let (run, cut, image_seed) = load_run(&text);
+        record::say_replaying("logdir power cut", cut, run.ops.len(), &file);
         let scratch = tempfile::tempdir_in(scratch_dir()).unwrap();
         let image = dir_image(&run.ops, cut, &mut SplitMix::new(image_seed));
         let mut tally = Tally::default();
@@ -347,11 +345,7 @@ async fn logdir_power_cuts_lose_no_acknowledged_record() {
     }
     let cuts = env_number("LOGDIR_POWER_CUT_CUTS").unwrap_or(200) as usize;
     let seed = seed();
-    let _replay = ReplayOnPanic::new(
-        "POWER_CUT_SEED",
-        seed,
-        "logdir_power_cut::logdir_power_cuts_lose_no_acknowledged_record",
-    );
+    let _replay = ReplayOnPanic::new("POWER_CUT_SEED", seed, TEST);
     let tally = power_cuts(cuts, seed).await;
     assert_eq!(tally.lost, 0);
     assert!(tally.refused.is_empty(), "{:#?}", tally.refused);
@@ -444,39 +438,6 @@ async fn a_cut_that_keeps_a_later_deletion_of_a_purge_leaves_no_hole() {
     assert!(!image_path.join(&first_purged).exists());
 }
 
-/// Writes down the run of a cut whose check panics, and prints the command that
-/// checks that cut again from the record: the schedule the tasks met, replayed.
-struct RecordOnPanic<'a> {
-    run: &'a Run,
-    cut: usize,
-    image_seed: u64,
-    seed: u64,
-}
-
-impl Drop for RecordOnPanic<'_> {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            return;
-        }
-        let path = recorded_run_path(self.seed, self.cut);
-        match std::fs::write(&path, save_run(self.run, self.cut, self.image_seed)) {
-            Ok(()) => eprintln!(
-                "replay this cut exactly, from its recorded run, with:\n    \
-                 LOGDIR_POWER_CUT_REPLAY={} cargo test --release --features cli --test all -- \
-                 --exact logdir_power_cut::logdir_power_cuts_lose_no_acknowledged_record --nocapture",
-                path.display()
-            ),
-            Err(e) => eprintln!("could not record the run in {}: {e}", path.display()),
-        }
-    }
-}
-
-/// Where a failing cut's run is written: beside the scratch directories, which
-/// are removed when the test ends.
-fn recorded_run_path(seed: u64, cut: usize) -> PathBuf {
-    scratch_dir().join(format!("logdir-power-cut-{seed}-{cut}.run"))
-}
-
 /// A run, the cut and its image's seed as text, a line a step (see [`load_run`]).
 fn save_run(run: &Run, cut: usize, image_seed: u64) -> String {
     let mut out = String::new();
@@ -488,23 +449,7 @@ fn save_run(run: &Run, cut: usize, image_seed: u64) -> String {
     )
     .unwrap();
     writeln!(w, "cut {cut} {image_seed}").unwrap();
-    for op in &run.ops {
-        match op {
-            DirOp::File { inode, op } => match op {
-                Op::Write { offset, data } => {
-                    writeln!(w, "file {inode} write {offset} {}", hex(data))
-                }
-                Op::SetLen(len) => writeln!(w, "file {inode} setlen {len}"),
-                Op::Sync => writeln!(w, "file {inode} sync"),
-            },
-            DirOp::Entry { name, inode, group } => {
-                let inode = inode.map_or("-".to_string(), |i| i.to_string());
-                writeln!(w, "entry {name} {inode} {group}")
-            }
-            DirOp::DirSync => writeln!(w, "dirsync"),
-        }
-        .unwrap();
-    }
+    record::write_dir_ops(w, &run.ops);
     for (end, data) in &run.records {
         writeln!(w, "record {} {} {}", end.segment, end.offset, hex(data)).unwrap();
     }
@@ -541,28 +486,10 @@ fn load_run(text: &str) -> (Run, usize, u64) {
                 run.recycle = n(recycle) as usize;
                 run.rotations = n(rotations) as usize;
             }
-            ["cut", at, seed] => (cut, image_seed) = (n(at) as usize, n(seed)),
-            ["file", inode, "write", offset, data] => run.ops.push(DirOp::File {
-                inode: n(inode),
-                op: Op::Write {
-                    offset: n(offset),
-                    data: unhex(data),
-                },
-            }),
-            ["file", inode, "setlen", len] => run.ops.push(DirOp::File {
-                inode: n(inode),
-                op: Op::SetLen(n(len)),
-            }),
-            ["file", inode, "sync"] => run.ops.push(DirOp::File {
-                inode: n(inode),
-                op: Op::Sync,
-            }),
-            ["entry", name, inode, group] => run.ops.push(DirOp::Entry {
-                name: name.to_string(),
-                inode: (inode != "-").then(|| n(inode)),
-                group: n(group) as usize,
-            }),
-            ["dirsync"] => run.ops.push(DirOp::DirSync),
+            ["cut", ..] => (cut, image_seed) = record::parse_cut(&words).unwrap(),
+            ["file", ..] | ["entry", ..] | ["dirsync"] => {
+                run.ops.push(record::parse_dir_op(&words).unwrap())
+            }
             ["record", segment, offset, data] => {
                 run.records
                     .insert(LogPosition::new(n(segment), n(offset)), unhex(data));

@@ -33,7 +33,7 @@ use crate::writer_support;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -42,6 +42,7 @@ use walcodec::{
     AsyncLogWriter, Error, LogDecoder, Position, Recovery, WriterOptions, BLOCK_SIZE, HEADER_SIZE,
 };
 
+use power_support::record::{self, RecordOnPanic};
 use power_support::{
     crash_image, env_number, hex, scratch_dir, seed, start_run, unhex, CrashImage, Op, Persist,
     ReplayOnPanic, SimStorage, SplitMix, Trace,
@@ -548,12 +549,9 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
             let image_seed = rng.next_u64();
             let image = crash_image(&run.ops, cut, &mut SplitMix::new(image_seed));
             *by_persist.entry(persist_name(image.persist)).or_default() += 1;
-            let record = RecordOnPanic {
-                run: &run,
-                cut,
-                image_seed,
-                seed,
-            };
+            let record = RecordOnPanic::new(REPLAY, TEST, "power-cut", seed, cut, |_| {
+                save_run(&run, cut, image_seed)
+            });
             check_cut(&run, cut, &image, dir.path(), &mut tally).await;
             drop(record);
         }
@@ -604,15 +602,15 @@ fn persist_name(persist: Persist) -> &'static str {
     }
 }
 
+/// This test's name, and the variable that replays one of its recorded cuts.
+const TEST: &str = "power_cut::power_cuts_lose_no_acknowledged_record";
+const REPLAY: &str = "POWER_CUT_REPLAY";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn power_cuts_lose_no_acknowledged_record() {
-    if let Some(file) = std::env::var_os("POWER_CUT_REPLAY") {
-        let (run, cut, image_seed) = load_run(&std::fs::read_to_string(&file).unwrap());
-        println!(
-            "power cut: replaying the cut after {cut} of {} steps recorded in {}",
-            run.ops.len(),
-            Path::new(&file).display()
-        );
+    if let Some((file, text)) = record::replayed(REPLAY, TEST) {
+        let (run, cut, image_seed) = load_run(&text);
+        record::say_replaying("power cut", cut, run.ops.len(), &file);
         let scratch = tempfile::tempdir_in(scratch_dir()).unwrap();
         let image = crash_image(&run.ops, cut, &mut SplitMix::new(image_seed));
         let mut tally = Tally::default();
@@ -622,49 +620,12 @@ async fn power_cuts_lose_no_acknowledged_record() {
     }
     let cuts = env_number("POWER_CUT_CUTS").unwrap_or(300) as usize;
     let seed = seed();
-    let _replay = ReplayOnPanic::new(
-        "POWER_CUT_SEED",
-        seed,
-        "power_cut::power_cuts_lose_no_acknowledged_record",
-    );
+    let _replay = ReplayOnPanic::new("POWER_CUT_SEED", seed, TEST);
     let tally = power_cuts(cuts, seed).await;
     assert_eq!(tally.lost, 0);
     assert!(tally.acknowledged > 0);
     // Flips were checked, not all passed over.
     assert!(tally.flips > 0, "no bit flip checked");
-}
-
-/// Writes down the run of a cut whose check panics, and prints the command that
-/// checks that cut again from the record: the schedule the tasks met, replayed.
-struct RecordOnPanic<'a> {
-    run: &'a Run,
-    cut: usize,
-    image_seed: u64,
-    seed: u64,
-}
-
-impl Drop for RecordOnPanic<'_> {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            return;
-        }
-        let path = recorded_run_path(self.seed, self.cut);
-        match std::fs::write(&path, save_run(self.run, self.cut, self.image_seed)) {
-            Ok(()) => eprintln!(
-                "replay this cut exactly, from its recorded run, with:\n    \
-                 POWER_CUT_REPLAY={} cargo test --release --features cli --test all -- \
-                 --exact power_cut::power_cuts_lose_no_acknowledged_record --nocapture",
-                path.display()
-            ),
-            Err(e) => eprintln!("could not record the run in {}: {e}", path.display()),
-        }
-    }
-}
-
-/// Where a failing cut's run is written: beside the scratch directories, which
-/// are removed when the test ends.
-fn recorded_run_path(seed: u64, cut: usize) -> PathBuf {
-    scratch_dir().join(format!("power-cut-{seed}-{cut}.run"))
 }
 
 /// A run, the cut and its image's seed as text, a line a step (see [`load_run`]).
@@ -674,12 +635,7 @@ fn save_run(run: &Run, cut: usize, image_seed: u64) -> String {
     writeln!(w, "config {} {}", run.preallocate, run.max_batch_bytes).unwrap();
     writeln!(w, "cut {cut} {image_seed}").unwrap();
     for op in &run.ops {
-        match op {
-            Op::Write { offset, data } => writeln!(w, "write {offset} {}", hex(data)),
-            Op::SetLen(len) => writeln!(w, "setlen {len}"),
-            Op::Sync => writeln!(w, "sync"),
-        }
-        .unwrap();
+        writeln!(w, "{}", record::op_line(op)).unwrap();
     }
     for (position, data) in &run.records {
         writeln!(
@@ -715,13 +671,10 @@ fn load_run(text: &str) -> (Run, usize, u64) {
                 run.preallocate = n(preallocate);
                 run.max_batch_bytes = n(batch) as usize;
             }
-            ["cut", at, seed] => (cut, image_seed) = (n(at) as usize, n(seed)),
-            ["write", offset, data] => run.ops.push(Op::Write {
-                offset: n(offset),
-                data: unhex(data),
-            }),
-            ["setlen", len] => run.ops.push(Op::SetLen(n(len))),
-            ["sync"] => run.ops.push(Op::Sync),
+            ["cut", ..] => (cut, image_seed) = record::parse_cut(&words).unwrap(),
+            ["write", ..] | ["setlen", ..] | ["sync"] => {
+                run.ops.push(record::parse_op(&words).unwrap())
+            }
             ["record", start, end, data] => run.records.push((
                 Position {
                     start: n(start),

@@ -19,12 +19,21 @@
 //! - resume with `sync_from` and end byte-identical to the primary.
 //!
 //! `REPLICA_POWER_CUT_CUTS` sets how many cuts (default 120), `POWER_CUT_SEED`
-//! replays a run (the seed is printed).
+//! replays a run's configuration and its cuts (the seed and the command are
+//! printed). The primary's tasks, its flusher thread, the replica and the
+//! connection race each other, so a seed does not fix the schedule they met: a
+//! cut that fails writes down its whole run (every step of the replica's trace,
+//! each durable end reported with the step it was seen at, the primary's
+//! segments, and a copy of the primary's directory beside the record) with the
+//! cut and its image's seed, and prints the command that checks exactly that cut
+//! again from the record (`REPLICA_POWER_CUT_REPLAY=file`), step for step,
+//! whatever the machine does (tests/power_support/record.rs).
 
 use crate::power_support;
 use crate::writer_support;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -35,13 +44,17 @@ use walcodec::testing::DirStorage;
 use walcodec::{LogDir, LogPosition, Replica, WriterOptions};
 
 use power_support::dir::{dir_image, write_image, DirImage, DirOp, DirTrace, SimDir};
-use power_support::{env_number, scratch_dir, seed, start_run, SplitMix};
+use power_support::record::{self, RecordOnPanic};
+use power_support::{
+    env_number, hex, scratch_dir, seed, start_run, unhex, ReplayOnPanic, SplitMix,
+};
 use writer_support::make_record_sized;
 
 /// Cuts drawn from each run: the run is the slow part, a cut is cheaper.
 const CUTS_PER_RUN: usize = 15;
 
 /// One run: the primary as it ended, and what the replica did and reported.
+#[derive(Debug, PartialEq)]
 struct Run {
     describe: String,
     primary: PathBuf,
@@ -510,9 +523,14 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
                 1 | 2 => durable_marks[rng.range(0, durable_marks.len() as u64) as usize],
                 _ => rng.range(0, run.ops.len() as u64 + 1) as usize,
             };
-            let image = dir_image(&run.ops, cut, &mut rng);
+            let image_seed = rng.next_u64();
+            let image = dir_image(&run.ops, cut, &mut SplitMix::new(image_seed));
             let image_path = run_path.join("image");
+            let record = RecordOnPanic::new(REPLAY, TEST, "replica-power-cut", seed, cut, |path| {
+                save_run(&run, cut, image_seed, path)
+            });
             check_cut(&run, cut, &image, &image_path, &mut tally).await;
+            drop(record);
         }
         std::fs::remove_dir_all(&run_path).unwrap();
     }
@@ -528,11 +546,142 @@ async fn power_cuts(cuts: usize, seed: u64) -> Tally {
     tally
 }
 
+/// This test's name, and the variable that replays one of its recorded cuts.
+const TEST: &str = "replica_power_cut::replica_power_cuts_keep_every_durable_end";
+const REPLAY: &str = "REPLICA_POWER_CUT_REPLAY";
+
+// Tasks, the writer's thread, the replica and the connection on two threads: a
+// seed replays the run's configuration and its cuts, a failing cut's record its
+// schedule.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_power_cuts_keep_every_durable_end() {
+    if let Some((file, text)) = record::replayed(REPLAY, TEST) {
+        let (run, cut, image_seed) = load_run(&text);
+        record::say_replaying("replica power cut", cut, run.ops.len(), &file);
+        let scratch = tempfile::tempdir_in(scratch_dir()).unwrap();
+        let image = dir_image(&run.ops, cut, &mut SplitMix::new(image_seed));
+        let mut tally = Tally::default();
+        check_cut(&run, cut, &image, &scratch.path().join("image"), &mut tally).await;
+        return;
+    }
     let cuts = env_number("REPLICA_POWER_CUT_CUTS").unwrap_or(120) as usize;
-    let tally = power_cuts(cuts, seed()).await;
+    let seed = seed();
+    let _replay = ReplayOnPanic::new("POWER_CUT_SEED", seed, TEST);
+    let tally = power_cuts(cuts, seed).await;
     assert!(tally.durable_checked > 0);
+}
+
+/// A run, the cut and its image's seed as text, a line a step (see [`load_run`]);
+/// the primary's directory is copied to `record` with `.primary` appended.
+fn save_run(run: &Run, cut: usize, image_seed: u64, record: &Path) -> String {
+    let mut copy = record.as_os_str().to_owned();
+    copy.push(".primary");
+    let copy = PathBuf::from(copy);
+    std::fs::create_dir_all(&copy).unwrap();
+    for entry in std::fs::read_dir(&run.primary).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+        }
+    }
+    let mut out = String::new();
+    let w = &mut out;
+    writeln!(w, "primary {}", hex(copy.as_os_str().as_encoded_bytes())).unwrap();
+    writeln!(w, "describe {}", hex(run.describe.as_bytes())).unwrap();
+    writeln!(w, "recycle {}", run.recycle).unwrap();
+    writeln!(w, "end {} {}", run.end.segment, run.end.offset).unwrap();
+    writeln!(w, "cut {cut} {image_seed}").unwrap();
+    record::write_dir_ops(w, &run.ops);
+    for (seen, end) in &run.durable {
+        writeln!(w, "durable {seen} {} {}", end.segment, end.offset).unwrap();
+    }
+    for (segment, bytes) in &run.segments {
+        writeln!(w, "segment {segment} {}", hex(bytes)).unwrap();
+    }
+    for (segment, ends) in &run.boundaries {
+        let ends: Vec<String> = ends.iter().map(u64::to_string).collect();
+        writeln!(w, "boundaries {segment} {}", ends.join(",")).unwrap();
+    }
+    out
+}
+
+/// What [`save_run`] wrote.
+fn load_run(text: &str) -> (Run, usize, u64) {
+    let mut run = Run {
+        describe: String::new(),
+        primary: PathBuf::new(),
+        recycle: 0,
+        ops: Vec::new(),
+        durable: Vec::new(),
+        segments: BTreeMap::new(),
+        boundaries: BTreeMap::new(),
+        end: LogPosition::START,
+    };
+    let (mut cut, mut image_seed) = (0, 0);
+    let n = |word: &str| -> u64 { word.parse().unwrap() };
+    for line in text.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        match words[..] {
+            ["primary", path] => {
+                run.primary = PathBuf::from(String::from_utf8(unhex(path)).unwrap())
+            }
+            ["describe", text] => run.describe = String::from_utf8(unhex(text)).unwrap(),
+            ["recycle", recycle] => run.recycle = n(recycle) as usize,
+            ["end", segment, offset] => run.end = LogPosition::new(n(segment), n(offset)),
+            ["cut", ..] => (cut, image_seed) = record::parse_cut(&words).unwrap(),
+            ["durable", seen, segment, offset] => run
+                .durable
+                .push((n(seen) as usize, LogPosition::new(n(segment), n(offset)))),
+            ["segment", segment, bytes] => {
+                run.segments.insert(n(segment), unhex(bytes));
+            }
+            ["boundaries", segment, ends] => {
+                run.boundaries
+                    .insert(n(segment), ends.split(',').map(n).collect());
+            }
+            _ => run.ops.push(
+                record::parse_dir_op(&words)
+                    .unwrap_or_else(|| panic!("not a line of a recorded run: {line:?}")),
+            ),
+        }
+    }
+    (run, cut, image_seed)
+}
+
+/// A recorded run reads back as it was (its primary a copy), and its cut checks
+/// the same: what a failing cut's replay relies on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_run_replays_its_cut() {
+    let scratch = tempfile::tempdir_in(scratch_dir()).unwrap();
+    let run_path = scratch.path().join("run");
+    std::fs::create_dir(&run_path).unwrap();
+    let run = run_replica(&mut SplitMix::new(42), &run_path).await;
+    let cut = run.durable.last().unwrap().0;
+    let text = save_run(&run, cut, 7, &scratch.path().join("record"));
+    let (mut loaded, loaded_cut, image_seed) = load_run(&text);
+    assert_eq!((loaded_cut, image_seed), (cut, 7));
+    assert_eq!(loaded.primary, scratch.path().join("record.primary"));
+    // The primary's copy holds what it did.
+    assert_eq!(segments_in(&loaded.primary), segments_in(&run.primary));
+    let copy = std::mem::replace(&mut loaded.primary, run.primary.clone());
+    assert_eq!(loaded, run);
+    loaded.primary = copy;
+    std::fs::remove_dir_all(&run.primary).unwrap();
+    let image = dir_image(&loaded.ops, cut, &mut SplitMix::new(image_seed));
+    assert_eq!(
+        image.files,
+        dir_image(&run.ops, cut, &mut SplitMix::new(7)).files
+    );
+    let mut tally = Tally::default();
+    check_cut(
+        &loaded,
+        cut,
+        &image,
+        &scratch.path().join("image"),
+        &mut tally,
+    )
+    .await;
+    assert_eq!((tally.cuts, tally.durable_checked), (1, 1));
 }
 
 /// A replica far behind copies many MiB at a stretch, the primary sending as

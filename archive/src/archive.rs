@@ -96,6 +96,7 @@ pub struct BucketRetention {
     keep_age: Option<std::time::Duration>,
     keep_segments: Option<u64>,
     keep_from: Option<LogPosition>,
+    as_of: Option<std::time::SystemTime>,
 }
 
 impl BucketRetention {
@@ -113,6 +114,15 @@ impl BucketRetention {
     /// Delete segments archived longer than `age` ago.
     pub fn keep_age(mut self, age: std::time::Duration) -> BucketRetention {
         self.keep_age = Some(age);
+        self
+    }
+
+    /// Judge [`keep_age`](Self::keep_age) as of `now` rather than the system
+    /// clock: a segment is too old when it was archived more than the age before
+    /// `now`. For retention applied as of a moment of your choosing (the time a
+    /// policy was decided, a clock you inject).
+    pub fn as_of(mut self, now: std::time::SystemTime) -> BucketRetention {
+        self.as_of = Some(now);
         self
     }
 
@@ -330,7 +340,9 @@ impl Archive {
         &mut self,
         policy: BucketRetention,
     ) -> Result<Vec<u64>, ArchiveError> {
-        let now = manifest::now_ms();
+        let now = policy
+            .as_of
+            .map_or_else(manifest::now_ms, manifest::epoch_ms);
         let segments = &self.stored.manifest.segments;
         let mut total: u64 = segments.iter().map(|s| s.size).sum();
         let mut count = segments.len() as u64;

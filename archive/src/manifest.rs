@@ -361,7 +361,11 @@ pub(crate) fn walcodec_segment_name(number: u64) -> String {
 
 /// Milliseconds since the Unix epoch.
 pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+    epoch_ms(SystemTime::now())
+}
+
+/// `time` in milliseconds since the Unix epoch (0 before it).
+pub(crate) fn epoch_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

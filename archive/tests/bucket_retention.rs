@@ -2,7 +2,7 @@
 //! those holding records still wanted, and the manifest first.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use object_store::ObjectStoreExt;
 use walcodec::{Dialect, LogDir, LogPosition};
@@ -111,10 +111,35 @@ async fn retention_by_age_keeps_recent_segments() {
         .await
         .unwrap()
         .is_empty());
-    // A clock step later they are all older than zero (but the newest is kept).
-    tokio::time::sleep(Duration::from_millis(2)).await;
+    // Ages as of explicit moments, from the times the manifest recorded: a
+    // segment goes once it was archived strictly longer than the age before.
+    let hour = Duration::from_secs(3600);
+    let archived: Vec<u64> = archive
+        .segments()
+        .iter()
+        .map(|s| s.archived_at_ms)
+        .collect();
+    let at = |ms: u64| UNIX_EPOCH + Duration::from_millis(ms);
+    let newest_of_the_old = *archived[..archived.len() - 1].iter().max().unwrap();
+    // Exactly an hour after the oldest was archived: it is not older yet, and
+    // retention goes oldest first.
+    assert!(archive
+        .apply_retention(
+            BucketRetention::new()
+                .keep_age(hour)
+                .as_of(at(archived[0] + 3_600_000))
+        )
+        .await
+        .unwrap()
+        .is_empty());
+    // A millisecond past an hour after the last of them: they all are (but the
+    // newest is kept).
     let deleted = archive
-        .apply_retention(BucketRetention::new().keep_age(Duration::ZERO))
+        .apply_retention(
+            BucketRetention::new()
+                .keep_age(hour)
+                .as_of(at(newest_of_the_old + 3_600_001)),
+        )
         .await
         .unwrap();
     assert_eq!(deleted, (1..count).collect::<Vec<_>>());

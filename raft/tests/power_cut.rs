@@ -10,7 +10,11 @@
 //! call in flight (a prefix of an append's entries).
 //!
 //! `RAFT_POWER_CUT_CUTS` sets how many cuts (default 200), `POWER_CUT_SEED`
-//! replays a run (the seed is printed).
+//! replays a run step for step (the seed and the command are printed): one task
+//! calls the store on a current-thread runtime and waits for each call, so the
+//! seed fixes the interleaving too (the store's writer task and the log's flusher
+//! thread only ever hold one call), which
+//! [`a_seed_replays_its_run_step_for_step`] checks.
 
 use crate::power_support;
 use crate::support;
@@ -19,7 +23,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use power_support::dir::{dir_image, write_image, DirOp, DirTrace, SimDir};
-use power_support::SplitMix;
+use power_support::ReplayOnPanic;
 use support::ops::{expected_at, Model, Op, Workload};
 use support::TypeConfig;
 use walcodec::testing::DirStorage;
@@ -66,24 +70,22 @@ async fn run_store(dir: &Path, seed: u64, segment_bytes: u64) -> Run {
     Run { ops, calls }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// A current-thread runtime: with one task calling, the seed fixes the run.
+#[tokio::test]
 async fn power_cuts_keep_every_acknowledged_operation() {
-    let cuts: usize = std::env::var("RAFT_POWER_CUT_CUTS")
-        .ok()
-        .map(|v| v.parse().expect("a cut count"))
-        .unwrap_or(200);
-    let seed = std::env::var("POWER_CUT_SEED")
-        .ok()
-        .map(|v| v.parse().expect("a seed"))
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("raft power-cut seed {seed}");
-    let mut rng = SplitMix::new(seed);
-    let root = tempfile::tempdir().unwrap();
+    let cuts = power_support::env_number("RAFT_POWER_CUT_CUTS").unwrap_or(200) as usize;
+    let seed = power_support::seed();
+    let _replay = ReplayOnPanic::new(
+        "POWER_CUT_SEED",
+        seed,
+        "power_cut::power_cuts_keep_every_acknowledged_operation",
+    );
+    let (root, mut rng) = power_support::start_run(
+        "raft power cut",
+        "POWER_CUT_SEED",
+        seed,
+        &format!("{cuts} cuts"),
+    );
     let (mut done, mut in_flight_landed, mut reordered) = (0, 0, 0);
     let mut run_number = 0;
     while done < cuts {
@@ -124,4 +126,23 @@ async fn power_cuts_keep_every_acknowledged_operation() {
         "raft power cuts: {cuts} cuts over {run_number} runs, {in_flight_landed} with the call \
          in flight landed, {reordered} with directory changes reordered"
     );
+}
+
+/// The same seed twice gives the same run: every step the storage saw (each
+/// write with its bytes, each sync, create, rename and unlink, in order) and each
+/// call at the same steps. What makes a failing seed replay its cut exactly.
+#[tokio::test]
+async fn a_seed_replays_its_run_step_for_step() {
+    let root = tempfile::tempdir().unwrap();
+    let first = run_store(&root.path().join("first"), 42, 1024).await;
+    let second = run_store(&root.path().join("second"), 42, 1024).await;
+    assert!(first.ops.len() > OPS_PER_RUN);
+    power_support::record::assert_same_steps(&first.ops, &second.ops);
+    let steps = |run: &Run| -> Vec<(usize, usize)> {
+        run.calls
+            .iter()
+            .map(|&(begin, end, _)| (begin, end))
+            .collect()
+    };
+    assert_eq!(steps(&first), steps(&second));
 }

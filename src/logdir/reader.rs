@@ -889,6 +889,8 @@ impl Walk {
             cursor.read_from = cursor.read_to;
         }
         cursor.read_to += n as u64;
+        #[cfg(test)]
+        seal_race::after_read(segment, cursor.read_to);
         cursor.reached_end = n < max;
         if n == max {
             // A full read: catching up, so read in larger pieces again.
@@ -1258,3 +1260,8 @@ fn bad_segment(segment: u64, error: Error) -> Error {
         },
     }
 }
+
+// The re-read at the seal, with its events ordered by a hook in `fill`.
+#[cfg(test)]
+#[path = "reader_seal_race.rs"]
+mod seal_race;

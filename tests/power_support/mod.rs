@@ -21,6 +21,7 @@
 #![allow(dead_code)]
 
 pub mod dir;
+pub mod record;
 
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -96,13 +97,10 @@ impl Drop for ReplayOnPanic {
     }
 }
 
-/// The command that runs `test` (`module::name` in the `all` test binary) again
+/// The command that runs `test` (`module::name` in this `all` test binary) again
 /// with `seed_env` set to `seed`.
 pub fn replay_command(seed_env: &str, seed: u64, test: &str) -> String {
-    format!(
-        "{seed_env}={seed} cargo test --release --features cli --test all -- --exact \
-         {test} --nocapture"
-    )
+    record::command(seed_env, &seed.to_string(), test)
 }
 
 /// `bytes` as hex, `-` for none: one word of a recorded run's line.
