@@ -81,7 +81,14 @@ async fn a_follower_reads_again_what_the_writer_appended_before_it_saw_the_seal(
 
     let mut read = Vec::new();
     for _ in 0..3 {
-        let record = reader.next_record().await.unwrap().unwrap();
+        // A follower that skipped a record would wait for one more for ever: a
+        // bound turns that into this test's failure (not a timing assertion: the
+        // records are all on disk before the first read returns).
+        let record = tokio::time::timeout(std::time::Duration::from_secs(30), reader.next_record())
+            .await
+            .unwrap_or_else(|_| panic!("waiting for record {} after {read:?}", read.len() + 1))
+            .unwrap()
+            .unwrap();
         read.push((record.end, record.data));
     }
     assert!(appended.get(), "the hook ran");
