@@ -17,7 +17,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::codec::encoder::LogEncoder;
 use crate::logdir::reader::DirReader;
-use crate::LogPosition;
+use crate::position::LogPosition;
 
 /// What runs after the reader's next read of a file: (segment, end of the read).
 type Hook = Box<dyn FnMut(u64, u64)>;
