@@ -90,8 +90,8 @@ impl LogDecoder {
 
 /// A follower's memory of the last error it read again: damage past the last record of
 /// a live log may be a write still in progress, so it is read once more before it is
-/// believed. Both followers (`LogTailer` and the directory's `DirReader`) keep one, so
-/// the rule lives here.
+/// believed. The follower engine both followers drive (`LogTailer` and the directory's
+/// `DirReader`: `crate::reader::follow`) keeps one, so the rule lives here.
 #[derive(Debug, Default)]
 pub(crate) struct LiveDoubt {
     met: Option<(u64, ErrorKey)>,

@@ -22,11 +22,8 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use futures::Stream;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, AsyncSeekExt};
-use tokio_util::codec::Decoder;
 use tokio_util::io::poll_read_buf;
 
-use crate::decoder::error::CodecError;
-use crate::decoder::follow::LiveDoubt;
 use crate::decoder::LogDecoder;
 use crate::decoder::LogDecoderBuilder;
 use crate::decoder::LogInput;
@@ -35,6 +32,7 @@ use crate::format::{block_start, BLOCK_SIZE};
 use crate::reader::record::StreamState;
 
 mod chunks;
+pub(crate) mod follow;
 pub(crate) mod guard;
 mod readahead;
 pub(crate) mod record;
@@ -42,6 +40,7 @@ pub(crate) mod repair;
 
 pub use crate::codec::record_decoder::LogRecord;
 pub use chunks::{ChunkReader, CHUNK_ALIGN};
+use follow::Follow;
 use guard::FileGuard;
 pub use readahead::{ReadAhead, ReadAheadBuilder};
 
@@ -68,19 +67,15 @@ pub use readahead::{ReadAhead, ReadAheadBuilder};
 #[derive(Debug)]
 pub struct LogReader<R> {
     io: R,
-    buffer: BytesMut,
-    decoder: LogDecoder,
+    /// The decoder, the bytes read ahead of it, and for a followed file the
+    /// follower's rules (`follow.rs`).
+    engine: Follow,
     read_size: usize,
     follow: Option<Duration>,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// A followed file's guard, and the check it runs after each wait at EOF.
-    guard: Option<FileGuard>,
+    /// A followed file's check after each wait at EOF, running on a blocking thread.
     checking: Option<tokio::task::JoinHandle<Result<guard::Checked, Error>>>,
-    /// A guarded file: where the last read began. A record that starts before it
-    /// was put together from more than one read, and the file must still hold it
-    /// (a writer may have cut the file and written it again between the reads).
-    read_from: u64,
-    /// Such a record, and its check running on a blocking thread.
+    /// A record put together from more than one read of a followed file, and its check running on a blocking thread.
     verifying: Option<(LogRecord, tokio::task::JoinHandle<SpanOutcome>)>,
     /// Set only for a `LogReader<ReadAhead>` built to take its chunks: how to reach
     /// them, so that they become the decoder's buffer instead of being copied.
@@ -91,14 +86,8 @@ pub struct LogReader<R> {
     /// it to go back (see `LogDecoder::rewind`).
     live: Option<fn(&mut R) -> &mut tokio::fs::File>,
     seek_back: Option<SeekBack>,
-    /// Damage met past the last record of a live log, read again before it is
-    /// believed: where the reader went back to, and what the damage was.
-    doubted: LiveDoubt,
     /// A record read ahead by `caught_up`, returned next.
     peeked: Option<LogRecord>,
-    /// In `caught_up`: whether it went back once already, so that what it
-    /// decodes now was read after it began (bytes read before may be stale).
-    looked_again: bool,
     eof: bool,
     done: bool,
     /// Streamed records ([`LogReader::next_record_reader`]): what a reader left.
@@ -119,22 +108,17 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
     pub fn new(io: R, decoder: LogDecoder) -> LogReader<R> {
         LogReader {
             io,
-            buffer: BytesMut::new(),
-            decoder,
+            engine: Follow::new(decoder),
             read_size: BLOCK_SIZE,
             follow: None,
             sleep: None,
-            guard: None,
             checking: None,
-            read_from: 0,
             verifying: None,
             chunks: None,
             spill: BytesMut::new(),
             live: None,
             seek_back: None,
-            doubted: LiveDoubt::default(),
             peeked: None,
-            looked_again: false,
             eof: false,
             done: false,
             stream: StreamState::default(),
@@ -149,7 +133,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
 
     /// The decoder, for its offsets and statistics.
     pub fn decoder(&self) -> &LogDecoder {
-        &self.decoder
+        &self.engine.decoder
     }
 
     /// The next record, `None` at the end of the log (or of the split).
@@ -159,7 +143,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
 
     /// Gives back the source and the decoder.
     pub fn into_parts(self) -> (R, LogDecoder) {
-        (self.io, self.decoder)
+        (self.io, self.engine.decoder)
     }
 
     fn poll_record(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<LogRecord, Error>>> {
@@ -192,9 +176,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             let (record, _) = self.verifying.take().expect("polled above");
             let checked = match outcome {
                 Ok((recent, checked)) => {
-                    if let Some(guard) = self.guard.as_mut() {
-                        guard.restore(recent);
-                    }
+                    self.engine.restore(recent);
                     checked
                 }
                 Err(join) => Err(Error::Io(std::io::Error::other(join))),
@@ -218,14 +200,9 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                     ready!(sleep.as_mut().poll(cx));
                 }
                 self.sleep = None;
-                if let Some(guard) = self.guard.as_mut() {
-                    let read_end = self.decoder.offset() + self.buffer.len() as u64;
-                    let returned_end = match self.live {
-                        Some(_) => self.decoder.rewind_point(),
-                        None => read_end,
-                    };
+                if let Some(check) = self.engine.check() {
                     // On this thread when the bytes it compares are cached.
-                    match guard.check(read_end, returned_end).run_cached() {
+                    match check.run_cached() {
                         Ok(done) => checked = Some(done),
                         Err(check) => {
                             self.checking = Some(tokio::task::spawn_blocking(move || check.run()));
@@ -242,11 +219,8 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             if let Some(checked) = checked {
                 match checked {
                     Ok(checked) => {
-                        if let Some(guard) = self.guard.as_mut() {
-                            guard.restore(checked.recent);
-                        }
-                        if checked.moved {
-                            self.go_back();
+                        if let Some(point) = self.engine.checked(checked) {
+                            self.seek_back = Some(SeekBack::Start(point));
                         }
                     }
                     Err(e) => {
@@ -259,17 +233,12 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 self.done = true;
                 return Poll::Ready(Step::Failed(Error::Io(e)));
             }
-            let decoded = if self.eof {
-                self.decoder.decode_eof(&mut self.buffer)
-            } else {
-                self.decoder.decode(&mut self.buffer)
-            };
-            match decoded {
+            match self.engine.decode(self.eof) {
                 Err(e) => {
-                    if self.live.is_some() && !matches!(e, CodecError::Io(_)) {
+                    if self.live.is_some() && self.engine.may_doubt(&e) {
                         // Damage past the last record of a live log may be a write
                         // still in progress: read it again once before believing it.
-                        if self.doubted.read_again(self.decoder.rewind_point(), &e) {
+                        if self.engine.doubt(&e) {
                             self.go_back();
                             if self.look_again(wait) {
                                 continue;
@@ -284,22 +253,15 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                     return Poll::Ready(Step::Failed(self.damage_or_change(e.into())));
                 }
                 Ok(Some(data)) => {
-                    self.doubted.clear();
-                    let position = self
-                        .decoder
-                        .last_record()
-                        .expect("a returned record has a position");
+                    let position = self.engine.returned();
                     let record = LogRecord { position, data };
-                    let Some(guard) = self.guard.as_mut() else {
-                        return Poll::Ready(Step::Record(record));
-                    };
-                    if position.start >= self.read_from {
+                    if !self.engine.assembled(position.start) {
                         // Inside one read: what the file held when it was read.
                         return Poll::Ready(Step::Record(record));
                     }
-                    match guard.span(position.start, position.end).run_cached() {
+                    match self.engine.span(position.start, position.end).run_cached() {
                         Ok((recent, checked)) => {
-                            guard.restore(recent);
+                            self.engine.restore(recent);
                             if let Err(e) = checked {
                                 self.done = true;
                                 return Poll::Ready(Step::Failed(e));
@@ -315,7 +277,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 }
                 Ok(None) => {}
             }
-            if self.eof || self.decoder.is_finished() && !self.going_back() {
+            if self.eof || self.engine.decoder.is_finished() && !self.going_back() {
                 self.done = true;
                 return Poll::Ready(Step::End);
             }
@@ -331,23 +293,20 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                 }
                 continue;
             }
-            let before = self.buffer.len();
+            let before = self.engine.buf.len();
             let read = match self.chunks {
                 Some(chunks) => ready!(self.poll_take_chunk(cx, chunks)),
                 None => {
-                    self.buffer.reserve(self.read_size);
-                    ready!(poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buffer))
+                    self.engine.buf.reserve(self.read_size);
+                    ready!(poll_read_buf(
+                        Pin::new(&mut self.io),
+                        cx,
+                        &mut self.engine.buf
+                    ))
                 }
             };
-            if let (Some(guard), Ok(n)) = (self.guard.as_mut(), &read) {
-                let keep_from = match self.live {
-                    Some(_) => self.decoder.rewind_point(),
-                    None => u64::MAX,
-                };
-                guard.read(&self.buffer[before..before + n], keep_from);
-                if *n > 0 {
-                    self.read_from = self.decoder.offset() + before as u64;
-                }
+            if let Ok(n) = &read {
+                self.engine.note_read(before, *n);
             }
             match read {
                 Err(e) => {
@@ -359,10 +318,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                     // In a file written in place, the bytes of a record not yet
                     // complete may still change (a write in progress over zeros or
                     // an earlier log): read them again after the wait.
-                    if self.live.is_some()
-                        && self.decoder.offset() + self.buffer.len() as u64
-                            > self.decoder.rewind_point()
-                    {
+                    if self.live.is_some() && self.engine.past_last_record() {
                         self.go_back();
                         // What was read past the last record may be older than
                         // the writer's last write (zeros the decoder skips to a
@@ -390,19 +346,17 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
     /// change. The check runs here, from the page cache or else blocking (a stat
     /// and one read of at most the window): once, as the reader ends.
     fn damage_or_change(&mut self, damage: Error) -> Error {
-        let Some(guard) = self.guard.as_mut() else {
+        let Some(check) = self.engine.check() else {
             return damage;
         };
-        let read_end = self.decoder.offset() + self.buffer.len() as u64;
-        let returned_end = self.decoder.rewind_point();
-        let checked = match guard.check(read_end, returned_end).run_cached() {
+        let checked = match check.run_cached() {
             Ok(checked) => checked,
             Err(check) => check.run(),
         };
         match checked {
             Err(change) => change,
             Ok(checked) => {
-                guard.restore(checked.recent);
+                self.engine.restore(checked.recent);
                 damage
             }
         }
@@ -411,18 +365,14 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
     /// Whether the decoder went past the end of what a live log's writer has
     /// written (zeros, an earlier log's fragments, a write cut short).
     fn going_back(&self) -> bool {
-        self.live.is_some() && self.decoder.passed_unwritten()
+        self.live.is_some() && self.engine.passed_unwritten()
     }
 
     /// Goes back to the end of the last record (see `LogDecoder::rewind`): the
     /// decoder, the file and the guard's window; the seek runs in `poll_seek_back`.
     fn go_back(&mut self) {
-        let point = self.decoder.rewind();
-        self.buffer.clear();
+        let point = self.engine.go_back();
         self.seek_back = Some(SeekBack::Start(point));
-        if let Some(guard) = self.guard.as_mut() {
-            guard.rewind(point);
-        }
     }
 
     /// Runs a seek that `go_back` asked for.
@@ -448,7 +398,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
     /// time, since the bytes that made it go back may have been read before the
     /// writer wrote there.
     fn look_again(&mut self, wait: bool) -> bool {
-        !wait && !std::mem::replace(&mut self.looked_again, true)
+        self.engine.look_again(!wait)
     }
 
     /// At the end of what a followed log holds now: arms the wait before the next
@@ -466,7 +416,7 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
         if self.peeked.is_some() {
             return Ok(false);
         }
-        self.looked_again = false;
+        self.engine.start_looking();
         match futures::future::poll_fn(|cx| self.poll_step(cx, false)).await {
             Step::Record(record) => {
                 self.peeked = Some(record);
@@ -507,8 +457,12 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
             // kinds of reading can follow each other on one reader.
             Some(chunks) => ready!(self.poll_take_chunk(cx, chunks)),
             None => {
-                self.buffer.reserve(self.read_size);
-                ready!(poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buffer))
+                self.engine.buf.reserve(self.read_size);
+                ready!(poll_read_buf(
+                    Pin::new(&mut self.io),
+                    cx,
+                    &mut self.engine.buf
+                ))
             }
         };
         match read {
@@ -527,8 +481,8 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
     /// The buffer, the decoder, whether EOF was seen, and whether the reader is done.
     pub(crate) fn stream_parts(&mut self) -> (&mut BytesMut, &mut LogDecoder, bool, &mut bool) {
         (
-            &mut self.buffer,
-            &mut self.decoder,
+            &mut self.engine.buf,
+            &mut self.engine.decoder,
             self.eof,
             &mut self.done,
         )
@@ -557,14 +511,14 @@ impl<R> LogReader<R> {
                 Some(Ok(chunk)) => self.spill = chunk,
             }
         }
-        if self.buffer.is_empty() {
-            self.buffer = std::mem::take(&mut self.spill);
-            return Poll::Ready(Ok(self.buffer.len()));
+        if self.engine.buf.is_empty() {
+            self.engine.buf = std::mem::take(&mut self.spill);
+            return Poll::Ready(Ok(self.engine.buf.len()));
         }
-        let next = self.decoder.offset() + self.buffer.len() as u64;
+        let next = self.engine.decoder.offset() + self.engine.buf.len() as u64;
         let to_boundary = BLOCK_SIZE - (next % BLOCK_SIZE as u64) as usize;
         let n = to_boundary.min(self.spill.len());
-        self.buffer.extend_from_slice(&self.spill[..n]);
+        self.engine.buf.extend_from_slice(&self.spill[..n]);
         self.spill.advance(n);
         Poll::Ready(Ok(n))
     }
@@ -895,13 +849,11 @@ impl LogTailer<tokio::fs::File> {
         let path = path.as_ref().to_path_buf();
         let metadata = file.metadata().await?;
         let read_end = decoder.offset();
-        let mut decoder = decoder;
-        decoder.set_live();
         let guard = tokio::task::spawn_blocking(move || FileGuard::new(path, &metadata, read_end))
             .await
             .map_err(|join| Error::Io(std::io::Error::other(join)))??;
         let mut tailer = LogTailer::new(file, decoder);
-        tailer.reader.guard = Some(guard);
+        tailer.reader.engine.watch(guard);
         tailer.reader.live = Some(|file| file);
         Ok(tailer)
     }
