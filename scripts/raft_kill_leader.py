@@ -15,7 +15,8 @@ own instead). Each round:
    flushed that group's log (openraft's replication metrics: a follower's
    matched log id, which it answers once the entries are flushed; the leader's
    own entry, which it updates once its flush callback fired), then kills the
-   leader of group 0 with SIGKILL, and measures, for each group it led, how long
+   leader of group n - 1 in round n (so another node from round to round) with
+   SIGKILL, and measures, for each group it led, how long
    until another node leads (within two election timeouts: openraft 0.9 has a
    follower stand once it heard nothing from a leader for the leader lease,
    election_timeout_max, plus its random election timeout, so one election
@@ -326,7 +327,9 @@ def run_round(args, number):
             c.start()
         time.sleep(args.before)
 
-        victim, _, _ = find_leader(nodes, prefixes[0], 10)
+        # Round n kills the leader of group n - 1 (mod the groups): another node
+        # from round to round.
+        victim, _, _ = find_leader(nodes, prefixes[(number - 1) % len(prefixes)], 10)
         # Per group: its leader and term, how far the victim flushed its log, and
         # what the leader applied (so committed). Read before the kill; each only
         # grows until then.
