@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Kills the leader of the example three-node Raft cluster (examples/raft-kv: a
-# key-value service on openraft with each node's log on walcodec-raft's LogStore)
-# under load, and checks that a new leader takes over within two election timeouts,
-# that the old leader recovers from its log on disk, that every acknowledged write
-# is on every node and that the nodes' logs hold the same entries; the old leader's
-# log as it recovered it (read from its directory before it restarts) is checked
-# against the others' (or, where they purged it, their state machines).
+# Kills a leader of the example three-node Raft cluster (examples/raft-kv: a
+# key-value service on openraft, each node running 4 Raft groups whose logs share
+# one walcodec-raft SharedLog) under load, and checks, in every group: a new leader
+# within two election timeouts, every acknowledged write on every node and once in
+# each node's log, the nodes' logs equal; and the killed node's log as it was on
+# disk after the kill (read before it restarts, so before any snapshot replaces
+# it) non-empty, without a hole, holding every entry it had flushed (by its
+# leader's replication metrics) and, up to what was known committed, the same
+# entries as the others'. Nothing compared fails the round.
 #
-#   scripts/raft-kill-leader.sh            # one round (about 40 s once built)
+#   scripts/raft-kill-leader.sh --quick    # one short round (about 12 s once built)
+#   scripts/raft-kill-leader.sh            # one round (about 30 s once built)
 #   scripts/raft-kill-leader.sh 5          # five rounds, each on a fresh cluster
-#   scripts/raft-kill-leader.sh 1 --clients 16 --before 20
+#   scripts/raft-kill-leader.sh 1 --groups 8 --clients 2
+#   scripts/raft-kill-leader.sh 1 --own-log  # one group per node, a LogStore of its own
 #
 # Options: scripts/raft_kill_leader.py --help. Exits non-zero on any failure.
 set -euo pipefail

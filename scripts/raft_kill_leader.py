@@ -1,38 +1,53 @@
-#!/usr/bin/env python3
-"""Kill the leader of the example Raft cluster (examples/raft-kv) under load.
+"""Kill a leader of the example Raft cluster (examples/raft-kv) under load.
 
-Run through scripts/raft-kill-leader.sh, which builds the example first. Each round:
+Run through scripts/raft-kill-leader.sh, which builds the example first. Each node
+runs several Raft groups (--groups, 4 by default: a multi-Raft node, the groups'
+logs on one walcodec-raft SharedLog; --own-log runs one group on a LogStore of its
+own instead). Each round:
 
-1. starts three `raft-kv serve` nodes on localhost ports, each in a fresh directory
-   (its Raft log is a walcodec LogDir), and initializes the cluster;
-2. runs several concurrent clients writing distinct keys for a while, recording
-   every write the cluster acknowledged;
-3. kills the leader with SIGKILL and measures how long until another node leads
-   (it must be within two election timeouts) and until a write is acknowledged
-   again. openraft 0.9 has a follower stand once it heard nothing from a leader
-   for the leader lease (election_timeout_max) plus its random election timeout,
-   so one election timeout is at most 2 x election_timeout_max, and the bound is
-   4 x election_timeout_max (room for one lost election: a candidate with a
-   shorter log loses, and the other waits its own timeout);
-4. keeps writing, restarts the old leader on its directory (it recovers its log
-   and snapshot from disk and catches up), writes some more, stops the clients;
-5. checks that every acknowledged write is on every node with its value (each
-   node's state machine, read over HTTP once all nodes applied the leader's last
-   entry) and that all nodes' state machines are equal;
-6. stops the nodes (SIGTERM) and checks that their logs, read from their
-   directories with `raft-kv dump-log`, hold the same entries (by log id and
-   content) over the indexes they all still hold, and end at the same log id;
-7. checks the killed leader's log as it recovered it (read with `raft-kv
-   dump-log` from its directory after the kill, before it restarts: later a
-   snapshot may replace it) against the other nodes' final logs: every entry
-   up to the index it knew committed is theirs, byte for byte (entries after
-   it may have been replaced by the new leader; one they purged since is found
-   in the state machines instead), and that index is among them.
+1. starts three `raft-kv serve` nodes on localhost ports, each in a fresh directory,
+   and initializes every group, group g on node g mod 3 (which then leads it);
+2. runs concurrent clients writing distinct keys to every group for a while,
+   recording every write each group acknowledged (each try of a write carries a
+   value of its own, so that a write found twice in a log is a duplicate, not a
+   retry);
+3. reads, from each group's leader, how far the node about to be killed has
+   flushed that group's log (openraft's replication metrics: a follower's
+   matched log id, which it answers once the entries are flushed; the leader's
+   own entry, which it updates once its flush callback fired), then kills the
+   leader of group n - 1 in round n (so another node from round to round) with
+   SIGKILL, and measures, for each group it led, how long
+   until another node leads (within two election timeouts: openraft 0.9 has a
+   follower stand once it heard nothing from a leader for the leader lease,
+   election_timeout_max, plus its random election timeout, so one election
+   timeout is at most 2 x election_timeout_max, and the bound is 4 x
+   election_timeout_max, room for one lost election) and until the group
+   acknowledges a write again;
+4. keeps writing; reads the killed node's log of each group as it is on disk
+   (`raft-kv dump-log`, the same replay its restart does) before it restarts, so
+   that no snapshot from a leader replaces it first; restarts it on its
+   directory, waits until it caught up in every group, writes some more, stops
+   the clients;
+5. checks, per group: every acknowledged write is on every node with its value
+   (each node's state machine once all nodes applied the leader's last entry),
+   the nodes' state machines are equal, linearizable reads on the leader match;
+6. stops the nodes (SIGTERM) and checks, per group, that their logs hold the same
+   entries over the indexes they all still hold and end at the same log id, and
+   that every acknowledged write is in each node's log exactly once (where the
+   log still reaches back to it; a log purged behind a snapshot must not hold it
+   twice either);
+7. checks, per group, the killed node's log as recovered from disk: non-empty,
+   no index missing between its first and last entry, reaching at least the
+   index it had flushed (step 3), and every entry up to the index known
+   committed (the group leader's last applied entry read in step 3, or the
+   committed id on its disk) byte for byte the other nodes' entry at that index
+   (or, where they purged it since, a write found in their state machines).
+   Entries after that index may have been replaced by a new leader. A group
+   where nothing was compared, or nothing was known flushed, fails the round.
 
-Exits non-zero on the first failure, keeping the round's directory (node logs
+Exits non-zero on the first failure, keeping the round's directories (node logs
 included) for a look. Standard library only.
 """
-
 import argparse
 import http.client
 import json
@@ -81,8 +96,8 @@ def call(addr, method, path, body=None, timeout=5.0):
         conn.close()
 
 
-def metrics(addr, timeout=1.0):
-    return call(addr, "GET", "/metrics", timeout=timeout)["Ok"]
+def metrics(addr, prefix, timeout=1.0):
+    return call(addr, "GET", f"{prefix}/metrics", timeout=timeout)["Ok"]
 
 
 class Node:
@@ -105,6 +120,8 @@ class Node:
             "--keep-before-snapshot", str(a.keep_before_snapshot),
             "--segment-bytes", str(a.segment_bytes),
         ]
+        if not a.own_log:
+            cmd += ["--groups", str(a.groups)]
         out = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         out.close()
@@ -113,7 +130,7 @@ class Node:
             if self.proc.poll() is not None:
                 raise Failure(f"node {self.id} exited with {self.proc.returncode} at start (see {self.log_path})")
             try:
-                metrics(self.addr)
+                metrics(self.addr, a.prefixes[0])
                 return
             except (OSError, Failure, http.client.HTTPException):
                 if time.monotonic() > deadline:
@@ -139,10 +156,12 @@ class Node:
 
 
 class Client(threading.Thread):
-    """Writes keys `<prefix>-<n>` one after another to whichever node leads."""
+    """Writes keys `<name>-<n>` one after another to whichever node leads the group
+    at `prefix` (its endpoints' path prefix)."""
 
-    def __init__(self, prefix, addrs, stop):
+    def __init__(self, name, prefix, addrs, stop):
         super().__init__(daemon=True)
+        self.name = name
         self.prefix = prefix
         self.addrs = list(addrs)
         self.stop = stop
@@ -167,16 +186,19 @@ class Client(threading.Thread):
     def run(self):
         n = 0
         while not self.stop.is_set():
-            key = f"{self.prefix}-{n}"
-            value = f"{n}:{random.getrandbits(32):08x}"
-            body = json.dumps({"Set": {"key": key, "value": value}})
-            # The same write again until acknowledged: a write is a set, so
-            # retrying one that did land is harmless.
+            key = f"{self.name}-{n}"
+            tries = 0
+            # The same key again until acknowledged: a write is a set, so
+            # retrying one that did land is harmless. Each try has a value of its
+            # own, so that the acknowledged one is told apart in the logs.
             while not self.stop.is_set():
+                tries += 1
+                value = f"{n}:{tries}:{random.getrandbits(32):08x}"
+                body = json.dumps({"Set": {"key": key, "value": value}})
                 addr = self.leader
                 try:
                     c = self.conn(addr)
-                    c.request("POST", "/write", body=body, headers={"Content-Type": "application/json"})
+                    c.request("POST", f"{self.prefix}/write", body=body, headers={"Content-Type": "application/json"})
                     resp = c.getresponse()
                     answer = json.loads(resp.read())
                 except (OSError, http.client.HTTPException, ValueError):
@@ -200,29 +222,30 @@ class Client(threading.Thread):
             self.drop(addr)
 
 
-def find_leader(nodes, timeout):
-    """The node that leads by its own metrics, and its term."""
+def find_leader(nodes, prefix, timeout):
+    """The node that leads the group at `prefix` by its own metrics, its term and
+    its metrics."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for node in nodes:
             if not node.alive():
                 continue
             try:
-                m = metrics(node.addr)
+                m = metrics(node.addr, prefix)
             except (OSError, Failure, http.client.HTTPException, ValueError):
                 continue
             if m["state"] == "Leader" and m["current_leader"] == node.id:
-                return node, m["current_term"]
+                return node, m["current_term"], m
         time.sleep(0.01)
-    raise Failure(f"no leader within {timeout} s")
+    raise Failure(f"group {prefix or '/'}: no leader within {timeout} s")
 
 
-def wait_converged(nodes, timeout):
-    """Waits until every node applied the leader's last log entry; returns it."""
+def wait_converged(nodes, prefix, timeout):
+    """Waits until every node applied the group's leader's last log entry; returns it."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        ms = [metrics(n.addr) for n in nodes]
+        ms = [metrics(n.addr, prefix) for n in nodes]
         leaders = [m for m in ms if m["state"] == "Leader"]
         if len(leaders) == 1:
             target = leaders[0]["last_log_index"]
@@ -231,13 +254,16 @@ def wait_converged(nodes, timeout):
             if all(a == target for a in applied):
                 return target
         time.sleep(0.1)
-    raise Failure(f"nodes did not converge within {timeout} s (leader's last index, applied: {last})")
+    raise Failure(f"group {prefix or '/'}: nodes did not converge within {timeout} s (leader's last index, applied: {last})")
 
 
-def dump_log(args, node):
-    out = subprocess.run([args.bin, "dump-log", "--dir", node.dir], capture_output=True, text=True)
+def dump_log(args, node, group):
+    cmd = [args.bin, "dump-log", "--dir", node.dir]
+    if group is not None:
+        cmd += ["--group", str(group)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
-        raise Failure(f"dump-log of node {node.id} failed: {out.stderr.strip()}")
+        raise Failure(f"dump-log of node {node.id} (group {group}) failed: {out.stderr.strip()}")
     lines = out.stdout.splitlines()
     head = json.loads(lines[0])
     entries = {}
@@ -253,205 +279,292 @@ def log_id_str(log_id):
     return f"{log_id['leader_id']['term']}-{log_id['leader_id']['node_id']}-{log_id['index']}"
 
 
+def index_of(log_id):
+    return -1 if log_id is None else log_id["index"]
+
+
+def flushed_on(leader_metrics, node_id):
+    """How far `node_id` flushed the group's log, by its leader's replication
+    metrics (the leader's own entry for itself); -1 when unknown."""
+    replication = leader_metrics.get("replication") or {}
+    return index_of(replication.get(str(node_id)))
+
+
+def written_set(line):
+    payload = json.loads(line).get("payload")
+    write = payload.get("Normal", {}).get("Set") if isinstance(payload, dict) else None
+    return None if write is None else (write["key"], write["value"])
+
+
 def run_round(args, number):
     root = tempfile.mkdtemp(prefix=f"raft-kv-round{number}-")
     ports = free_ports(3)
     nodes = [Node(args, i + 1, f"127.0.0.1:{ports[i]}", root) for i in range(3)]
+    groups = args.group_ids
+    prefixes = args.prefixes
     stop = threading.Event()
     clients = []
     ok = False
     try:
         for node in nodes:
             node.start()
-        init = call(nodes[0].addr, "POST", "/init", [[n.id, n.addr] for n in nodes])
-        if "Ok" not in init:
-            raise Failure(f"init: {init}")
-        find_leader(nodes, 10)
+        # Each group initialized on another node (the one initialized stands
+        # first and leads), so that the node killed leads some groups and
+        # follows in others.
+        for g, prefix in enumerate(prefixes):
+            init = call(nodes[g % 3].addr, "POST", f"{prefix}/init", [[n.id, n.addr] for n in nodes])
+            if "Ok" not in init:
+                raise Failure(f"init of group {prefix or '/'}: {init}")
+        for prefix in prefixes:
+            find_leader(nodes, prefix, 10)
 
-        clients = [Client(f"r{number}c{i}", [n.addr for n in nodes], stop) for i in range(args.clients)]
-        for c in clients:
+        clients = {
+            prefix: [Client(f"r{number}g{g}c{i}", prefix, [n.addr for n in nodes], stop) for i in range(args.clients)]
+            for g, prefix in zip(groups, prefixes)
+        }
+        every_client = [c for cs in clients.values() for c in cs]
+        for c in every_client:
             c.start()
         time.sleep(args.before)
 
-        leader, term = find_leader(nodes, 10)
-        # Applied on the leader, so committed: no later leader can remove it, and
-        # half a second later it is long on the leader's disk too.
-        applied_before = metrics(leader.addr)["last_applied"]["index"]
-        time.sleep(0.5)
-        acked_before = sum(len(c.acked) for c in clients)
-        leader.kill()
+        # Round n kills the leader of group n - 1 (mod the groups): another node
+        # from round to round.
+        victim, _, _ = find_leader(nodes, prefixes[(number - 1) % len(prefixes)], 10)
+        # Per group: its leader and term, how far the victim flushed its log, and
+        # what the leader applied (so committed). Read before the kill; each only
+        # grows until then.
+        before = {}
+        for prefix in prefixes:
+            leader, term, m = find_leader(nodes, prefix, 10)
+            before[prefix] = {
+                "leader": leader,
+                "term": term,
+                "flushed": flushed_on(m, victim.id),
+                "applied": index_of(m["last_applied"]),
+            }
+        acked_before = sum(len(c.acked) for c in every_client)
+        victim.kill()
         killed_at = time.monotonic()
-        survivors = [n for n in nodes if n is not leader]
-        # openraft 0.9 has a follower stand for election once it heard nothing
-        # from a leader for the leader lease (election_timeout_max) plus its
-        # random election timeout (election_timeout_min..election_timeout_max):
-        # that is the election timeout a user sees, at most 2 x
-        # election_timeout_max. Two of them leave room for one lost election.
+        survivors = [n for n in nodes if n is not victim]
+        led = [p for p in prefixes if before[p]["leader"] is victim]
         timeout_ms = 2 * args.election_max_ms
         bound_ms = 2 * timeout_ms
-        new_leader, new_term = find_leader(survivors, 3 * bound_ms / 1000)
-        takeover_ms = (time.monotonic() - killed_at) * 1000
-        if new_term <= term:
-            raise Failure(f"new leader {new_leader.id} in term {new_term}, not after term {term}")
+        takeovers = []
+        for prefix in led:
+            new_leader, new_term, _ = find_leader(survivors, prefix, 3 * bound_ms / 1000)
+            takeover_ms = (time.monotonic() - killed_at) * 1000
+            if new_term <= before[prefix]["term"]:
+                raise Failure(f"group {prefix or '/'}: new leader {new_leader.id} in term {new_term}, not after term {before[prefix]['term']}")
+            if takeover_ms > bound_ms:
+                raise Failure(f"group {prefix or '/'}: takeover took {takeover_ms:.0f} ms, more than two election timeouts ({bound_ms} ms)")
+            takeovers.append(takeover_ms)
+            before[prefix]["elections"] = new_term - before[prefix]["term"]
         print(
-            f"round {number}: killed leader {leader.id} (term {term}) after {acked_before} acknowledged writes; "
-            f"node {new_leader.id} leads term {new_term} after {takeover_ms:.0f} ms "
+            f"round {number}: killed node {victim.id}, leader of {len(led)} of {len(prefixes)} group(s), "
+            f"after {acked_before} acknowledged writes; new leaders after "
+            f"{', '.join(f'{t:.0f}' for t in takeovers)} ms "
             f"(election timeout: lease {args.election_max_ms} + {args.election_min_ms}..{args.election_max_ms} ms "
             f"= {args.election_max_ms + args.election_min_ms}..{timeout_ms} ms; bound two of them, {bound_ms} ms)",
             flush=True,
         )
-        if takeover_ms > bound_ms:
-            raise Failure(f"takeover took {takeover_ms:.0f} ms, more than two election timeouts ({bound_ms} ms)")
         deadline = time.monotonic() + 3 * bound_ms / 1000
-        while not any(c.acked and c.acked[-1][2] > killed_at for c in clients):
-            if time.monotonic() > deadline:
-                raise Failure("no write acknowledged after the new leader took over")
-            time.sleep(0.01)
+        first_acks = []
+        for prefix in prefixes:
+            while not any(c.acked and c.acked[-1][2] > killed_at for c in clients[prefix]):
+                if time.monotonic() > deadline:
+                    raise Failure(f"group {prefix or '/'}: no write acknowledged after the kill")
+                time.sleep(0.01)
 
         time.sleep(args.after)
-        # What the killed node holds on disk, read by the store the node runs on
-        # (replay of its directory as the node's restart replays it), before the
-        # node is back: a snapshot sent to it later may replace its log, and this
-        # is what the final comparison checks against the other nodes.
-        recovered_head, recovered_entries = dump_log(args, leader)
-        leader.start()
+        # What the killed node holds on disk, per group, read by the store the node
+        # runs on (the replay its restart does), before it is back: a snapshot sent
+        # to it later may replace its log.
+        recovered = {}
+        for g, prefix in zip(groups, prefixes):
+            head, entries = dump_log(args, victim, g)
+            name = prefix or "/"
+            flushed = before[prefix]["flushed"]
+            if not entries:
+                raise Failure(f"group {name}: node {victim.id}'s log as recovered after the kill holds no entry")
+            lo, hi = min(entries), max(entries)
+            if len(entries) != hi - lo + 1:
+                missing = next(i for i in range(lo, hi + 1) if i not in entries)
+                raise Failure(f"group {name}: node {victim.id}'s recovered log {lo}..{hi} lacks entry {missing}")
+            if lo != index_of(head["purged"]) + 1:
+                raise Failure(f"group {name}: node {victim.id}'s recovered log starts at {lo}, its purge at {log_id_str(head['purged'])}")
+            if flushed < 0:
+                raise Failure(
+                    f"group {name}: how far node {victim.id} had flushed is unknown (its leader's "
+                    "replication metrics name nothing for it): nothing to compare"
+                )
+            if hi < flushed:
+                raise Failure(
+                    f"group {name}: node {victim.id} came back with its log at {hi}, "
+                    f"behind index {flushed} it had flushed before the kill"
+                )
+            recovered[prefix] = (head, entries)
+        victim.start()
         restarted_at = time.monotonic()
-        # What it recovered from its own directory (the log after its snapshot),
-        # before the new leader sends it anything: it answers only once Raft has
-        # replayed its log.
-        recovered = metrics(leader.addr)
-        recovered_index = recovered["last_log_index"]
-        if recovered_index is None or recovered_index < applied_before:
-            raise Failure(
-                f"node {leader.id} came back with its log at {recovered_index}, "
-                f"behind index {applied_before} it had applied before the kill"
-            )
-        print(
-            f"round {number}: node {leader.id} restarted on its directory: log recovered up to index "
-            f"{recovered_index} (it had applied {applied_before} half a second before the kill), "
-            f"snapshot at {(recovered.get('snapshot') or {}).get('index')}",
-            flush=True,
-        )
-        # Caught up: it applied what the leader had in its log at the restart.
-        current, _ = find_leader(survivors, 10)
-        target = metrics(current.addr)["last_log_index"]
-        while (metrics(leader.addr)["last_applied"] or {}).get("index", -1) < target:
-            if time.monotonic() - restarted_at > 60:
-                raise Failure(f"node {leader.id} did not catch up with index {target} within 60 s")
-            time.sleep(0.02)
+        targets = {}
+        for prefix in prefixes:
+            current, _, m = find_leader(survivors, prefix, 10)
+            targets[prefix] = m["last_log_index"]
+        for prefix in prefixes:
+            while (metrics(victim.addr, prefix)["last_applied"] or {}).get("index", -1) < targets[prefix]:
+                if time.monotonic() - restarted_at > 60:
+                    raise Failure(f"group {prefix or '/'}: node {victim.id} did not catch up with index {targets[prefix]} within 60 s")
+                time.sleep(0.02)
         caught_up_s = time.monotonic() - restarted_at
         time.sleep(max(0.0, args.rejoin - caught_up_s))
         stop.set()
-        for c in clients:
+        for c in every_client:
             c.join(timeout=30)
             if c.is_alive():
                 raise Failure("a client did not stop")
 
-        last_index = wait_converged(nodes, 60)
-        acked = [(k, v) for c in clients for (k, v, _) in c.acked]
-        first_ack = (min(t for c in clients for (_, _, t) in c.acked if t > killed_at) - killed_at) * 1000
-        unknown = sum(c.unknown for c in clients)
-        states = {}
-        for node in nodes:
-            state = call(node.addr, "GET", "/dump", timeout=30)["Ok"]
-            kv = state["kv"]
-            missing = [(k, v) for (k, v) in acked if kv.get(k) != v]
-            if missing:
-                k, v = missing[0]
-                raise Failure(
-                    f"node {node.id} lacks {len(missing)} of {len(acked)} acknowledged writes, e.g. {k}={v} (has {kv.get(k)!r})"
+        report = {}
+        for prefix in prefixes:
+            name = prefix or "/"
+            last_index = wait_converged(nodes, prefix, 60)
+            acked = [(k, v) for c in clients[prefix] for (k, v, _) in c.acked]
+            if not acked:
+                raise Failure(f"group {name}: no write acknowledged")
+            if prefix in led:
+                first_acks.append(
+                    (min(t for c in clients[prefix] for (_, _, t) in c.acked if t > killed_at) - killed_at) * 1000
                 )
-            states[node.id] = kv
-            if node is leader:
-                by_snapshot = state["snapshots_installed"] > 0
-        if not all(kv == states[1] for kv in states.values()):
-            raise Failure("the nodes' state machines differ")
-        current, _ = find_leader(nodes, 10)
-        sample = random.sample(acked, min(50, len(acked)))
-        for k, v in sample:
-            got = call(current.addr, "POST", "/consistent_read", k)
-            if got.get("Ok") != v:
-                raise Failure(f"consistent_read of {k} on the leader: {got}, want {v!r}")
-        snapshots = [(metrics(n.addr).get("snapshot") or {}).get("index") for n in nodes]
+            states = {}
+            by_snapshot = False
+            for node in nodes:
+                state = call(node.addr, "GET", f"{prefix}/dump", timeout=30)["Ok"]
+                kv = state["kv"]
+                missing = [(k, v) for (k, v) in acked if kv.get(k) != v]
+                if missing:
+                    k, v = missing[0]
+                    raise Failure(
+                        f"group {name}: node {node.id} lacks {len(missing)} of {len(acked)} acknowledged writes, "
+                        f"e.g. {k}={v} (has {kv.get(k)!r})"
+                    )
+                states[node.id] = kv
+                if node is victim:
+                    by_snapshot = state["snapshots_installed"] > 0
+            if not all(kv == states[1] for kv in states.values()):
+                raise Failure(f"group {name}: the nodes' state machines differ")
+            current, _, _ = find_leader(nodes, prefix, 10)
+            sample = random.sample(acked, min(args.reads, len(acked)))
+            for k, v in sample:
+                got = call(current.addr, "POST", f"{prefix}/consistent_read", k)
+                if got.get("Ok") != v:
+                    raise Failure(f"group {name}: consistent_read of {k} on the leader: {got}, want {v!r}")
+            report[prefix] = {"acked": acked, "states": states, "last_index": last_index, "by_snapshot": by_snapshot}
 
         for node in nodes:
             node.stop()
-        logs = {n.id: dump_log(args, n) for n in nodes}
-        lasts = {i: log_id_str(head["last"]) for i, (head, _) in logs.items()}
-        if len(set(lasts.values())) != 1:
-            raise Failure(f"the nodes' logs end at different log ids: {lasts}")
-        firsts = [min(entries) if entries else None for (_, entries) in logs.values()]
-        if None in firsts:
-            raise Failure("a node's log holds no entry")
-        lo = max(firsts)
-        hi = min(max(entries) for (_, entries) in logs.values())
-        for index in range(lo, hi + 1):
-            lines = {i: entries.get(index) for i, (_, entries) in logs.items()}
-            if len(set(lines.values())) != 1:
-                raise Failure(f"entry {index} differs between the nodes' logs: {lines}")
-        purged = {i: log_id_str(head["purged"]) for i, (head, _) in logs.items()}
-        covers = "covering" if lo <= recovered_index <= hi else "not covering"
-        # The killed node's log as it recovered it, against the survivors' final
-        # logs: every entry up to what it knew committed (what it had applied
-        # before the kill, or its committed id on disk) is the cluster's, byte
-        # for byte; an entry after that may have been replaced by the new leader.
-        survivors_logs = [entries for i, (_, entries) in logs.items() if i != leader.id]
-        committed_known = max(applied_before, (recovered_head.get("committed") or {}).get("index", -1))
-        # An entry the survivors purged since (a snapshot) is checked against the
-        # state machines instead: a committed write of a distinct key holds its
-        # value there.
-        compared = replaced = in_state = 0
-        for index, line in sorted(recovered_entries.items()):
-            theirs = {entries.get(index) for entries in survivors_logs} - {None}
-            if not theirs:
-                if index <= committed_known:
-                    payload = json.loads(line).get("payload")
-                    write = payload.get("Normal", {}).get("Set") if isinstance(payload, dict) else None
+        unknown = sum(c.unknown for c in every_client)
+        total_acked = sum(len(r["acked"]) for r in report.values())
+        total_compared = 0
+        for g, prefix in zip(groups, prefixes):
+            name = prefix or "/"
+            r = report[prefix]
+            logs = {n.id: dump_log(args, n, g) for n in nodes}
+            lasts = {i: log_id_str(head["last"]) for i, (head, _) in logs.items()}
+            if len(set(lasts.values())) != 1:
+                raise Failure(f"group {name}: the nodes' logs end at different log ids: {lasts}")
+            firsts = [min(entries) if entries else None for (_, entries) in logs.values()]
+            if None in firsts:
+                raise Failure(f"group {name}: a node's log holds no entry")
+            lo = max(firsts)
+            hi = min(max(entries) for (_, entries) in logs.values())
+            for index in range(lo, hi + 1):
+                lines = {i: entries.get(index) for i, (_, entries) in logs.items()}
+                if len(set(lines.values())) != 1:
+                    raise Failure(f"group {name}: entry {index} differs between the nodes' logs: {lines}")
+            # Every acknowledged write once in each node's log (or, behind a
+            # purge, not twice).
+            once = 0
+            for node_id, (head, entries) in logs.items():
+                counts = {}
+                for line in entries.values():
+                    write = written_set(line)
                     if write is not None:
-                        if states[leader.id].get(write["key"]) != write["value"]:
-                            raise Failure(
-                                f"entry {index} of node {leader.id}'s log as recovered after the kill, "
-                                f"committed, is not in the state machines: {line}"
-                            )
-                        in_state += 1
-                continue
-            if len(theirs) != 1:
-                raise Failure(f"entry {index} differs between the surviving nodes' logs")
-            compared += 1
-            if line != theirs.pop():
-                if index <= committed_known:
-                    raise Failure(
-                        f"entry {index} of node {leader.id}'s log as recovered after the kill differs from "
-                        f"the cluster's, at or below the index it knew committed ({committed_known}): {line}"
-                    )
-                replaced += 1
-        recovered_range = (
-            f"{min(recovered_entries)}..{max(recovered_entries)}" if recovered_entries else "none"
-        )
-        if compared + in_state == 0 or committed_known not in recovered_entries:
-            raise Failure(
-                f"node {leader.id}'s recovered log ({recovered_range}) was not compared: "
-                f"{compared} of its entries are in the other nodes' logs, and it "
-                f"{'holds' if committed_known in recovered_entries else 'lacks'} index {committed_known} "
-                "it knew committed (raise --keep-before-snapshot?)"
+                        counts[write] = counts.get(write, 0) + 1
+                whole = head["purged"] is None
+                for write in r["acked"]:
+                    count = counts.get(write, 0)
+                    if count > 1 or (whole and count != 1):
+                        raise Failure(
+                            f"group {name}: acknowledged write {write[0]}={write[1]} is {count} times in node "
+                            f"{node_id}'s log (purged up to {log_id_str(head['purged'])})"
+                        )
+                    once += count
+            # The killed node's log as it recovered it, against the other nodes'
+            # final logs: up to what was known committed, byte for byte.
+            recovered_head, recovered_entries = recovered[prefix]
+            survivors_logs = [entries for i, (_, entries) in logs.items() if i != victim.id]
+            committed_known = max(before[prefix]["applied"], index_of(recovered_head.get("committed")))
+            compared = replaced = in_state = 0
+            for index, line in sorted(recovered_entries.items()):
+                theirs = {entries.get(index) for entries in survivors_logs} - {None}
+                if not theirs:
+                    if index <= committed_known:
+                        write = written_set(line)
+                        if write is not None:
+                            # This try's value, or a later try's of the same
+                            # write (values are "n:try:random").
+                            now = r["states"][victim.id].get(write[0])
+                            if now is None or int(now.split(":")[1]) < int(write[1].split(":")[1]):
+                                raise Failure(
+                                    f"group {name}: entry {index} of node {victim.id}'s log as recovered after the kill, "
+                                    f"committed, is not in the state machines: {line}"
+                                )
+                            in_state += 1
+                    continue
+                if len(theirs) != 1:
+                    raise Failure(f"group {name}: entry {index} differs between the surviving nodes' logs")
+                compared += 1
+                if line != theirs.pop():
+                    if index <= committed_known:
+                        raise Failure(
+                            f"group {name}: entry {index} of node {victim.id}'s log as recovered after the kill differs "
+                            f"from the cluster's, at or below the index known committed ({committed_known}): {line}"
+                        )
+                    replaced += 1
+            recovered_range = f"{min(recovered_entries)}..{max(recovered_entries)}"
+            if compared + in_state == 0 or committed_known not in recovered_entries:
+                raise Failure(
+                    f"group {name}: node {victim.id}'s recovered log ({recovered_range}) was not compared: "
+                    f"{compared} of its entries are in the other nodes' logs, and it "
+                    f"{'holds' if committed_known in recovered_entries else 'lacks'} index {committed_known} "
+                    "known committed (raise --keep-before-snapshot?)"
+                )
+            total_compared += compared + in_state
+            role = "leader" if before[prefix]["leader"] is victim else "follower"
+            print(
+                f"round {number} group {name}: {len(r['acked'])} writes acknowledged, all on each of the 3 nodes "
+                f"(state machines equal, {args.reads} linearizable reads right), each once in each node's log "
+                f"({once} found over the 3 logs); logs end at {lasts[1]} on every node, entries {lo}..{hi} equal on all; "
+                f"node {victim.id} ({role} here) caught up {'by a snapshot' if r['by_snapshot'] else 'from the log'}; "
+                f"its log as recovered after the kill: {recovered_range}, flushed at least to {before[prefix]['flushed']} "
+                f"before the kill (held), {compared} entries compared with the others', equal up to index "
+                f"{committed_known} known committed, {replaced} after it replaced by the new leader, "
+                f"{in_state} purged from the others' logs found in their state machines",
+                flush=True,
             )
         print(
-            f"round {number}: {len(acked)} writes acknowledged ({unknown} tries got no answer: node down or mid-write, retried), "
-            f"first one after the kill {first_ack:.0f} ms after it; "
-            f"all {len(acked)} on each of the 3 nodes, state machines equal, {len(sample)} linearizable reads right; "
-            f"old leader caught up with index {target} {caught_up_s:.1f} s after its restart "
-            f"({'by a snapshot' if by_snapshot else 'from the log'}); "
-            f"logs end at {lasts[1]} (index {last_index}) on every node, entries {lo}..{hi} equal on all "
-            f"({covers} the old leader's recovered end {recovered_index}); "
-            f"node {leader.id}'s log as recovered after the kill ({recovered_range}, "
-            f"last {log_id_str(recovered_head['last'])}): {compared} entries compared with the other nodes', "
-            f"equal up to index {committed_known} it knew committed, {replaced} after it replaced by the new leader, "
-            f"{in_state} purged from the others' logs found in their state machines "
-            f"(purged up to {purged}, snapshots at {snapshots})",
+            f"round {number}: {total_acked} writes acknowledged over {len(prefixes)} group(s) "
+            f"({unknown} tries got no answer: node down or mid-write, retried), none lost; "
+            f"node {victim.id} caught up {caught_up_s:.1f} s after its restart; "
+            f"{total_compared} entries of its recovered logs compared",
             flush=True,
         )
         ok = True
-        return {"takeover_ms": takeover_ms, "first_ack_ms": first_ack, "acked": len(acked), "elections": new_term - term}
+        return {
+            "takeovers": takeovers,
+            "first_acks": first_acks,
+            "acked": total_acked,
+            "compared": total_compared,
+            "elections": max([before[p].get("elections", 1) for p in led] or [1]),
+        }
     finally:
         stop.set()
         for node in nodes:
@@ -467,10 +580,18 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("rounds", nargs="?", type=int, default=1, help="rounds, each on a fresh cluster (1)")
     p.add_argument("--bin", required=True, help="the raft-kv binary")
-    p.add_argument("--clients", type=int, default=8, help="concurrent writers (8)")
+    p.add_argument("--groups", type=int, default=4, help="Raft groups per node, on one shared log (4)")
+    p.add_argument("--own-log", action="store_true", help="one group per node, on a log store of its own")
+    p.add_argument("--clients", type=int, default=4, help="concurrent writers per group (4)")
     p.add_argument("--before", type=float, default=8, help="seconds of load before the kill (8)")
-    p.add_argument("--after", type=float, default=8, help="seconds of load before the old leader restarts (8)")
+    p.add_argument("--after", type=float, default=8, help="seconds of load before the killed node restarts (8)")
     p.add_argument("--rejoin", type=float, default=4, help="seconds of load after it restarts (4)")
+    p.add_argument("--reads", type=int, default=50, help="linearizable reads checked per group (50)")
+    p.add_argument(
+        "--quick", action="store_true",
+        help="short phases (3 s before the kill, 3 s after, 1 s after the restart, 10 reads): "
+        "a round in about half a minute",
+    )
     p.add_argument("--heartbeat-ms", type=int, default=50, help="(50; openraft checks election timers every 1.5 heartbeats)")
     p.add_argument("--election-min-ms", type=int, default=250, help="(250)")
     p.add_argument("--election-max-ms", type=int, default=1000, help="(1000; also openraft's leader lease)")
@@ -478,11 +599,20 @@ def main():
     p.add_argument(
         "--keep-before-snapshot", type=int, default=10000,
         help="entries kept before a snapshot (10000: the logs compared reach back past the kill; "
-        "a few hundred has the old leader catch up by a snapshot instead)",
+        "a few hundred has the killed node catch up by a snapshot instead)",
     )
     p.add_argument("--segment-bytes", type=int, default=64 << 10, help="log segment size (64 KiB)")
     p.add_argument("--keep", action="store_true", help="keep the node directories")
     args = p.parse_args()
+    if args.quick:
+        args.before, args.after, args.rejoin, args.reads = 3, 3, 1, 10
+    if args.own_log:
+        args.group_ids, args.prefixes = [None], [""]
+    else:
+        if args.groups < 1:
+            p.error("--groups must be at least 1")
+        args.group_ids = list(range(args.groups))
+        args.prefixes = [f"/groups/{g}" for g in args.group_ids]
 
     started = time.monotonic()
     results = []
@@ -492,13 +622,15 @@ def main():
     except Failure as e:
         print(f"FAIL: {e}", file=sys.stderr)
         return 1
-    takeovers = sorted(r["takeover_ms"] for r in results)
-    acks = sorted(r["first_ack_ms"] for r in results)
+    takeovers = sorted(t for r in results for t in r["takeovers"])
+    acks = sorted(t for r in results for t in r["first_acks"])
     print(
-        f"PASS: {len(results)} round(s) in {time.monotonic() - started:.0f} s, "
+        f"PASS: {len(results)} round(s) of {len(args.prefixes)} group(s) in {time.monotonic() - started:.0f} s, "
         f"{sum(r['acked'] for r in results)} acknowledged writes, none lost; "
-        f"takeover {takeovers[0]:.0f}..{takeovers[-1]:.0f} ms (median {takeovers[len(takeovers) // 2]:.0f}), "
-        f"first write after the kill {acks[0]:.0f}..{acks[-1]:.0f} ms, "
+        f"{sum(r['compared'] for r in results)} entries of the killed nodes' recovered logs compared; "
+        f"takeover {takeovers[0]:.0f}..{takeovers[-1]:.0f} ms (median {takeovers[len(takeovers) // 2]:.0f}) "
+        f"in the {len(takeovers)} group(s) the killed nodes led, "
+        f"first write there after the kill {acks[0]:.0f}..{acks[-1]:.0f} ms, "
         f"bound {4 * args.election_max_ms} ms; "
         f"{sum(1 for r in results if r['elections'] > 1)} round(s) needed more than one election"
     )

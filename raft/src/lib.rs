@@ -100,7 +100,12 @@
 mod error;
 mod group;
 mod index;
+#[cfg(test)]
+mod pause;
 mod reader;
+// A read in flight at every step of a rewrite (the pause points of `pause`).
+#[cfg(test)]
+mod read_rewrite_race;
 mod record;
 mod shared;
 mod space;

@@ -126,6 +126,8 @@ impl<C: RaftTypeConfig> LogReader<C> {
             }
             wanted
         };
+        #[cfg(test)]
+        crate::pause::at(self.log.path(), crate::pause::Point::ReadLookedUp, 0).await;
         let mut entries = Vec::with_capacity(wanted.len());
         let mut cursor: Option<DirReader> = None;
         for want in wanted {
@@ -135,6 +137,8 @@ impl<C: RaftTypeConfig> LogReader<C> {
                 }
                 Wanted::Read { log_id, at } => {
                     entries.push(self.read_one(&mut cursor, log_id, at).await?);
+                    #[cfg(test)]
+                    crate::pause::at(self.log.path(), crate::pause::Point::ReadEntry, 0).await;
                 }
             }
         }

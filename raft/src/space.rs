@@ -437,29 +437,35 @@ impl Space {
             .map_err(|e| Rewrite::Write(e.into()))?;
         Counters::add(&self.counters.rewritten_bytes, bytes);
         Counters::add(&self.counters.rewrites, 1);
+        #[cfg(test)]
+        crate::pause::at(log.path(), crate::pause::Point::RewriteAppended, 0).await;
         let mut ranges = ranges.into_iter();
         let mut records = records.into_iter();
-        let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
-        for plan in plans {
-            for _ in &plan.kept {
-                if let (Some(data), Some(at)) = (records.next(), ranges.next()) {
-                    self.kept
-                        .entry(plan.group)
-                        .or_default()
-                        .note(&data, at.start);
+        {
+            let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
+            for plan in plans {
+                for _ in &plan.kept {
+                    if let (Some(data), Some(at)) = (records.next(), ranges.next()) {
+                        self.kept
+                            .entry(plan.group)
+                            .or_default()
+                            .note(&data, at.start);
+                    }
+                }
+                let moves: Vec<_> = plan
+                    .entries
+                    .into_iter()
+                    .zip(ranges.by_ref())
+                    .map(|((index, from), to)| (index, from, to))
+                    .collect();
+                records.by_ref().take(moves.len()).for_each(drop);
+                if let Some(group) = groups.get_mut(&plan.group) {
+                    group.moved(&moves);
                 }
             }
-            let moves: Vec<_> = plan
-                .entries
-                .into_iter()
-                .zip(ranges.by_ref())
-                .map(|((index, from), to)| (index, from, to))
-                .collect();
-            records.by_ref().take(moves.len()).for_each(drop);
-            if let Some(group) = groups.get_mut(&plan.group) {
-                group.moved(&moves);
-            }
         }
+        #[cfg(test)]
+        crate::pause::at(log.path(), crate::pause::Point::RewriteMoved, 0).await;
         Ok(())
     }
 
@@ -478,6 +484,8 @@ impl Space {
                 "segments no group needs could not be deleted"
             ),
         }
+        #[cfg(test)]
+        crate::pause::at(log.path(), crate::pause::Point::Deleted, cut.segment).await;
     }
 }
 

@@ -11,8 +11,10 @@
 //! it waits for (default 20). It checks that no read ever returns other entries
 //! or panics while rewrites run; it does not reliably reach the narrow window
 //! where a read's looked-up position is deleted before the read opens it (a run
-//! with the reader's reading-again removed passed: a pause seam in the rewrite
-//! would make that case deterministic).
+//! with the reader's reading-again removed passed). That window, and every
+//! other order of a read's steps against a rewrite's, is run exactly by the
+//! crate's unit test `read_rewrite_race` (test-only pause points in the reader
+//! and the rewrite; it fails without the reading-again).
 
 use crate::power_support;
 use crate::support;

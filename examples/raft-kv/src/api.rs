@@ -1,5 +1,7 @@
 //! The HTTP endpoints of a node, as in openraft's own examples: JSON bodies in,
-//! and openraft's `Result` as JSON out (`{"Ok": ...}` or `{"Err": ...}`).
+//! and openraft's `Result` as JSON out (`{"Ok": ...}` or `{"Err": ...}`). A node
+//! of several groups serves each group's at `/groups/{group}/...`
+//! ([`group_prefix`](crate::node::group_prefix)).
 //!
 //! | endpoint | body | answers |
 //! |---|---|---|

@@ -5,7 +5,7 @@ use std::path::Path;
 use openraft::storage::RaftLogStorage;
 use openraft::{LogId, RaftLogReader, Vote};
 use serde::Serialize;
-use walcodec_raft::LogStore;
+use walcodec_raft::{LogStore, SharedLog};
 
 use crate::node::LOG_DIR;
 use crate::{NodeId, TypeConfig};
@@ -31,7 +31,33 @@ pub struct LogDump {
 /// # Errors
 /// When the log cannot be opened or read.
 pub async fn dump_log(dir: &Path) -> Result<LogDump, Box<dyn std::error::Error + Send + Sync>> {
-    let mut store = LogStore::<TypeConfig>::open(dir.join(LOG_DIR)).await?;
+    let store = LogStore::<TypeConfig>::open(dir.join(LOG_DIR)).await?;
+    read_all(store).await
+}
+
+/// Opens the shared log of the node directory `dir` of a node running several
+/// groups ([`NodeOptions::groups`](crate::node::NodeOptions::groups); the node
+/// must be stopped) and reads all of group `group`'s log, as the node's restart
+/// replays it.
+///
+/// # Errors
+/// When the log cannot be opened or read.
+pub async fn dump_group_log(
+    dir: &Path,
+    group: u64,
+) -> Result<LogDump, Box<dyn std::error::Error + Send + Sync>> {
+    let shared = SharedLog::open(dir.join(LOG_DIR)).await?;
+    let dump = match shared.store::<TypeConfig>(group).await {
+        Ok(store) => read_all(store).await,
+        Err(e) => Err(e.into()),
+    };
+    shared.close().await?;
+    dump
+}
+
+async fn read_all(
+    mut store: LogStore<TypeConfig>,
+) -> Result<LogDump, Box<dyn std::error::Error + Send + Sync>> {
     let state = store.get_log_state().await?;
     let first = state.last_purged_log_id.map_or(0, |id| id.index + 1);
     let entries = match state.last_log_id {

@@ -1,7 +1,10 @@
 //! A key-value service on [openraft](https://docs.rs/openraft/0.9) 0.9 whose nodes
 //! keep their Raft log in walcodec-raft's [`LogStore`](walcodec_raft::LogStore):
 //! three processes on localhost, talking HTTP with JSON bodies as openraft's own
-//! `raft-kv-memstore` example does.
+//! `raft-kv-memstore` example does. With `--groups N` each node runs N Raft groups
+//! (a multi-Raft node: a group per shard), their logs on one walcodec-raft
+//! [`SharedLog`](walcodec_raft::SharedLog), each group's endpoints under
+//! `/groups/{group}/`.
 //!
 //! - [`store`]: the state machine (a map in memory, its snapshots written to the
 //!   node's directory);
@@ -11,8 +14,10 @@
 //! - [`node`]: one node, from its directory to its HTTP server;
 //! - [`dump`]: a stopped node's log as it is on disk.
 //!
-//! `scripts/raft-kill-leader.sh` starts three nodes, writes under load, kills the
-//! leader and checks that no acknowledged write was lost.
+//! `scripts/raft-kill-leader.sh` starts three nodes (4 groups each by default),
+//! writes under load to every group, kills a leader and checks that no
+//! acknowledged write was lost in any group and that the killed node's log held
+//! every entry it had flushed.
 
 #![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
 

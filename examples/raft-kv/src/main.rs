@@ -1,5 +1,6 @@
-//! `raft-kv serve` runs one node of the example cluster; `raft-kv dump-log` prints
-//! a stopped node's log.
+//! `raft-kv serve` runs one node of the example cluster (`--groups N`: N Raft
+//! groups on one shared log); `raft-kv dump-log` prints a stopped node's log
+//! (`--group G`: one group's).
 
 use std::path::PathBuf;
 
@@ -44,6 +45,12 @@ enum Command {
         /// Size at which the log starts a new segment, in bytes.
         #[arg(long, default_value_t = 16 << 20)]
         segment_bytes: u64,
+        /// Run this many Raft groups (0, 1, ...), their logs on one shared log,
+        /// each group's endpoints under /groups/{group}/ (every node of the
+        /// cluster the same number); without it, one group on a log of its own,
+        /// its endpoints at the root.
+        #[arg(long)]
+        groups: Option<u64>,
     },
     /// Print a stopped node's log: one JSON line with its vote, committed, purged
     /// and last log ids, then one line per entry.
@@ -51,6 +58,9 @@ enum Command {
         /// The node's directory.
         #[arg(long)]
         dir: PathBuf,
+        /// The group, on a node that ran with --groups (its shared log).
+        #[arg(long)]
+        group: Option<u64>,
     },
 }
 
@@ -76,6 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             snapshot_every,
             keep_before_snapshot,
             segment_bytes,
+            groups,
         } => {
             let options = NodeOptions {
                 id,
@@ -86,11 +97,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 snapshot_every,
                 keep_before_snapshot,
                 segment_bytes,
+                groups,
             };
             node::run(options, stop_signal()).await
         }
-        Command::DumpLog { dir } => {
-            let dump = walcodec_raft_kv::dump::dump_log(&dir).await?;
+        Command::DumpLog { dir, group } => {
+            let dump = match group {
+                None => walcodec_raft_kv::dump::dump_log(&dir).await?,
+                Some(group) => walcodec_raft_kv::dump::dump_group_log(&dir, group).await?,
+            };
             let head = serde_json::json!({
                 "vote": dump.vote,
                 "committed": dump.committed,

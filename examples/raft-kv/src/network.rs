@@ -1,6 +1,8 @@
 //! The Raft network: openraft's RPCs as HTTP `POST`s with JSON bodies to the
 //! other nodes' `/raft-append`, `/raft-vote` and `/raft-snapshot` (served by
-//! [`api`](crate::api)), through one shared connection pool.
+//! [`api`](crate::api)), through one shared connection pool; a group of a node
+//! running several calls the same group's endpoints
+//! ([`group_prefix`](crate::node::group_prefix)).
 
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -20,6 +22,21 @@ use crate::{NodeId, TypeConfig};
 #[derive(Debug, Clone, Default)]
 pub struct Network {
     client: reqwest::Client,
+    /// Before each RPC's path: empty for a node's one group, the group's
+    /// prefix on a node running several.
+    prefix: String,
+}
+
+impl Network {
+    /// The network of group `group` of a node running several (its RPCs go to
+    /// the same group on the other nodes), through `client`'s connection pool
+    /// (a clone of one client: the node's groups share its connections).
+    pub fn for_group(client: reqwest::Client, group: u64) -> Network {
+        Network {
+            client,
+            prefix: crate::node::group_prefix(group),
+        }
+    }
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -29,7 +46,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Connection {
             client: self.client.clone(),
             target,
-            addr: node.addr.clone(),
+            base: format!("http://{}{}", node.addr, self.prefix),
         }
     }
 }
@@ -39,7 +56,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 pub struct Connection {
     client: reqwest::Client,
     target: NodeId,
-    addr: String,
+    /// `http://host:port` and the group's prefix.
+    base: String,
 }
 
 impl Connection {
@@ -58,7 +76,7 @@ impl Connection {
     {
         let response = self
             .client
-            .post(format!("http://{}/{path}", self.addr))
+            .post(format!("{}/{path}", self.base))
             .timeout(option.hard_ttl())
             .json(request)
             .send()

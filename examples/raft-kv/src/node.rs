@@ -1,21 +1,38 @@
-//! Running one node: its log store, state machine, Raft and HTTP server.
+//! Running one node: its log store, state machine, Raft and HTTP server; or,
+//! with [`NodeOptions::groups`], several Raft groups (a multi-Raft node) whose
+//! logs share one [`SharedLog`].
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
 use openraft::{Config, SnapshotPolicy};
 use walcodec::LogDirOptions;
-use walcodec_raft::LogStore;
+use walcodec_raft::{LogStore, SharedLog};
 
 use crate::api::{self, App};
 use crate::network::Network;
 use crate::store::StateMachineStore;
 use crate::{NodeId, Raft, TypeConfig};
 
-/// Where the Raft log of a node directory lives (a walcodec `LogDir`).
+/// Where the Raft log of a node directory lives (a walcodec `LogDir`: a
+/// [`LogStore`]'s own, or with [`NodeOptions::groups`] the [`SharedLog`] of every
+/// group).
 pub const LOG_DIR: &str = "raft-log";
+
+/// The directory of group `group`'s snapshot in a node directory, when the node
+/// runs several groups (one group alone keeps its snapshot in the node directory).
+pub fn group_dir(dir: &Path, group: u64) -> PathBuf {
+    dir.join("groups").join(group.to_string())
+}
+
+/// Where group `group`'s endpoints are served, when the node runs several groups:
+/// `/groups/{group}/write`, `/groups/{group}/raft-append`, ...
+pub fn group_prefix(group: u64) -> String {
+    format!("/groups/{group}")
+}
 
 /// How to run a node.
 #[derive(Debug, Clone)]
@@ -37,6 +54,12 @@ pub struct NodeOptions {
     pub keep_before_snapshot: u64,
     /// The size at which the log starts a new segment file.
     pub segment_bytes: u64,
+    /// `None`: one Raft group, its log a [`LogStore`] of its own, its endpoints
+    /// at the root (`/write`, ...). `Some(n)`: `n` Raft groups, numbered from 0,
+    /// each with its own state machine and its endpoints under
+    /// [`group_prefix`], their logs on one [`SharedLog`] (one writer, one sync per
+    /// batch across the groups). Every node of a cluster runs the same groups.
+    pub groups: Option<u64>,
 }
 
 impl NodeOptions {
@@ -62,8 +85,9 @@ impl NodeOptions {
 }
 
 /// Runs a node until `shutdown` resolves: opens its log (replaying what is on
-/// disk) and its last snapshot, starts Raft and serves the HTTP endpoints of
-/// [`api`] on `options.addr`. Then stops Raft and waits until its log is closed.
+/// disk) and its last snapshot (with [`NodeOptions::groups`], each group's),
+/// starts Raft (a Raft per group) and serves the HTTP endpoints of [`api`] on
+/// `options.addr`. Then stops Raft and waits until its log is closed.
 ///
 /// # Errors
 /// When the configuration is refused, the log or the snapshot cannot be opened,
@@ -72,15 +96,40 @@ pub async fn run(
     options: NodeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    match options.groups {
+        None => run_one(options, shutdown).await,
+        Some(groups) => run_groups(options, groups, shutdown).await,
+    }
+}
+
+fn log_dir_options(options: &NodeOptions) -> LogDirOptions {
+    LogDirOptions::new()
+        .max_segment_bytes(options.segment_bytes)
+        .clone()
+}
+
+async fn serve(
+    options: &NodeOptions,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let listener = tokio::net::TcpListener::bind(&options.addr).await?;
+    tracing::info!(id = options.id, addr = %options.addr, groups = ?options.groups, "serving");
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}
+
+async fn run_one(
+    options: NodeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let config = Arc::new(options.config()?);
     tokio::fs::create_dir_all(&options.dir).await?;
     let log_path = options.dir.join(LOG_DIR);
     let log_store = LogStore::<TypeConfig>::builder()
-        .log_dir(
-            LogDirOptions::new()
-                .max_segment_bytes(options.segment_bytes)
-                .clone(),
-        )
+        .log_dir(log_dir_options(&options))
         .open(&log_path)
         .await?;
     let state_machine = Arc::new(StateMachineStore::open(&options.dir).await?);
@@ -98,11 +147,7 @@ pub async fn run(
         raft: raft.clone(),
         state_machine,
     });
-    let listener = tokio::net::TcpListener::bind(&options.addr).await?;
-    tracing::info!(id = options.id, addr = %options.addr, "serving");
-    axum::serve(listener, api::router(app))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    serve(&options, api::router(app), shutdown).await?;
     raft.shutdown().await?;
     // Raft owns the log store and dropped it on shutdown, which has the store's
     // writer write what is left and close the log in the background: opening the
@@ -122,6 +167,59 @@ pub async fn run(
             Err(e) => return Err(e.into()),
         }
     }
+    tracing::info!(id = options.id, "stopped");
+    Ok(())
+}
+
+async fn run_groups(
+    options: NodeOptions,
+    groups: u64,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let config = Arc::new(options.config()?);
+    tokio::fs::create_dir_all(&options.dir).await?;
+    let shared = SharedLog::builder()
+        .log_dir(&log_dir_options(&options))
+        .open(options.dir.join(LOG_DIR))
+        .await?;
+    let mut router = Router::new();
+    let mut rafts = Vec::new();
+    let client = reqwest::Client::new();
+    for group in 0..groups {
+        let dir = group_dir(&options.dir, group);
+        tokio::fs::create_dir_all(&dir).await?;
+        let state_machine = Arc::new(StateMachineStore::open(&dir).await?);
+        let raft = Raft::new(
+            options.id,
+            Arc::clone(&config),
+            Network::for_group(client.clone(), group),
+            shared.store::<TypeConfig>(group).await?,
+            Arc::clone(&state_machine),
+        )
+        .await?;
+        let app = Arc::new(App {
+            id: options.id,
+            addr: options.addr.clone(),
+            raft: raft.clone(),
+            state_machine,
+        });
+        router = router.nest(&group_prefix(group), api::router(app));
+        rafts.push(raft);
+    }
+    // The group directories' names must survive a power cut as the snapshots in
+    // them do (each snapshot syncs its own directory, not the one above).
+    let groups_dir = options.dir.join("groups");
+    for dir in [&groups_dir, &options.dir] {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || std::fs::File::open(dir)?.sync_all()).await??;
+    }
+    serve(&options, router, shutdown).await?;
+    for raft in &rafts {
+        raft.shutdown().await?;
+    }
+    // Each Raft dropped its group's store on shutdown; the log writes what they
+    // queued, syncs and closes.
+    shared.close().await?;
     tracing::info!(id = options.id, "stopped");
     Ok(())
 }
