@@ -4,7 +4,9 @@
 //!
 //! `cargo bench -p walcodec-archive --bench archive`; `ARCHIVE_BENCH_MB` sets the
 //! log's size (default 256), `ARCHIVE_BENCH_SECS` each append run's length
-//! (default 3), `ARCHIVE_BENCH_ROUNDS` the rounds (default 5). Each round runs
+//! (default 3), `ARCHIVE_BENCH_ROUNDS` the rounds (default 5),
+//! `ARCHIVE_BENCH_ONLY` which comparisons run (a comma-separated list of
+//! `local`, `s3`, `appends`; default all). Each round runs
 //! the archive's path and the plain transfer one after the other, in an order
 //! that alternates from round to round; a ratio is the archive's throughput over
 //! the plain transfer's in the same round, and the figure printed is the median
@@ -89,6 +91,19 @@ fn median(mut values: Vec<f64>) -> f64 {
     } else {
         values[mid]
     }
+}
+
+/// CPU time this process has used so far, user and system, all threads (in
+/// clock ticks of 10 ms, from `/proc/self/stat`); `None` where that is not read.
+fn cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command's name (in parentheses, which may hold spaces).
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 2..)?
+        .split_whitespace()
+        .collect();
+    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }
 
 fn load() -> String {
@@ -197,8 +212,8 @@ async fn transfers(
 }
 
 /// Appends/s of 64 tasks appending 1 KiB records for `secs`, with or without an
-/// archiver running on the log.
-async fn appends_per_sec(secs: u64, archive: bool) -> f64 {
+/// archiver running on the log, and the process's CPU seconds per append.
+async fn appends_per_sec(secs: u64, archive: bool) -> (f64, Option<f64>) {
     let dir = tempfile::tempdir().unwrap();
     let store_dir = tempfile::tempdir().unwrap();
     let log = LogDir::builder()
@@ -229,18 +244,22 @@ async fn appends_per_sec(secs: u64, archive: bool) -> f64 {
             }
         }));
     }
-    let started = Instant::now();
+    let (started, cpu_before) = (Instant::now(), cpu_secs());
     tokio::time::sleep(Duration::from_secs(secs)).await;
     stop.store(true, Ordering::Relaxed);
     for writer in writers {
         writer.await.unwrap();
     }
-    let rate = count.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+    let appends = count.load(Ordering::Relaxed) as f64;
+    let rate = appends / started.elapsed().as_secs_f64();
+    let cpu = cpu_before
+        .zip(cpu_secs())
+        .map(|(before, after)| (after - before) / appends);
     if let Some(task) = task {
         task.abort();
     }
     log.close().await.unwrap();
-    rate
+    (rate, cpu)
 }
 
 fn main() {
@@ -284,16 +303,25 @@ fn main() {
             listed.segments.len() - 1,
             bytes >> 20
         );
-        let store_dir = tempfile::tempdir().unwrap();
-        let local = support::local_store(store_dir.path());
-        transfers("local files", local, log_dir.path(), bytes, rounds).await;
-        let server = support::S3Server::start().await;
-        let s3 = server.store();
-        transfers("S3 (s3s-fs, 127.0.0.1)", s3, log_dir.path(), bytes, rounds).await;
-
+        let only = std::env::var("ARCHIVE_BENCH_ONLY").unwrap_or_default();
+        let runs = |part: &str| only.is_empty() || only.split(',').any(|o| o == part);
+        if runs("local") {
+            let store_dir = tempfile::tempdir().unwrap();
+            let local = support::local_store(store_dir.path());
+            transfers("local files", local, log_dir.path(), bytes, rounds).await;
+        }
+        if runs("s3") {
+            let server = support::S3Server::start().await;
+            let s3 = server.store();
+            transfers("S3 (s3s-fs, 127.0.0.1)", s3, log_dir.path(), bytes, rounds).await;
+        }
+        if !runs("appends") {
+            return;
+        }
         println!("appends: load average before {}", load());
         let mut ratios = Vec::new();
         let (mut alone, mut archiving) = (Vec::new(), Vec::new());
+        let (mut cpu_alone, mut cpu_archiving) = (Vec::new(), Vec::new());
         for round in 0..rounds {
             let (without, with) = if round.is_multiple_of(2) {
                 let without = appends_per_sec(secs, false).await;
@@ -302,9 +330,11 @@ fn main() {
                 let with = appends_per_sec(secs, true).await;
                 (appends_per_sec(secs, false).await, with)
             };
-            alone.push(without);
-            archiving.push(with);
-            ratios.push(with / without);
+            alone.push(without.0);
+            archiving.push(with.0);
+            ratios.push(with.0 / without.0);
+            cpu_alone.extend(without.1);
+            cpu_archiving.extend(with.1);
         }
         let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
         println!(
@@ -315,6 +345,14 @@ fn main() {
             median(ratios.clone()),
             each.join(", ")
         );
+        if !cpu_alone.is_empty() && !cpu_archiving.is_empty() {
+            println!(
+                "64-task appends: CPU per append {:.1} us alone, {:.1} us while archiving \
+                 (medians; the whole process, the archiver and its store included)",
+                median(cpu_alone) * 1e6,
+                median(cpu_archiving) * 1e6
+            );
+        }
         println!("appends: load average after {}", load());
     });
 }

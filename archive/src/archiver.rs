@@ -5,10 +5,9 @@ use std::path::{Path as FsPath, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
-use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use walcodec::{Dialect, LogDir, LogPosition, RetentionHold};
 
@@ -454,6 +453,13 @@ impl Archiver {
 
     /// Archives those of `sealed` (segments of `dir`, oldest first, with their
     /// lengths; `first` the oldest the directory keeps) the manifest does not list.
+    ///
+    /// Each segment's upload overlaps the listing of the one before it (the
+    /// manifest write and its check): the requests of a listing cost no time of
+    /// their own but where a segment is the last to go. Listings still go in
+    /// order, each after its object was uploaded and checked; an upload whose
+    /// predecessor's listing failed is left unlisted (and uploaded again by the
+    /// next run, as after a crash).
     async fn archive_segments(
         &self,
         dir: &FsPath,
@@ -462,12 +468,17 @@ impl Archiver {
         first: u64,
         stored: &mut Stored,
     ) -> Result<(), ArchiveError> {
+        // Uploaded and checked, not listed yet.
+        let mut unlisted: Option<SegmentEntry> = None;
         for &(number, len) in sealed {
-            let next = stored.manifest.next_segment();
+            let next = unlisted.map_or_else(|| stored.manifest.next_segment(), |u| u.number + 1);
             if number < next {
                 continue;
             }
             if number > next || first > next {
+                if let Some(entry) = unlisted.take() {
+                    self.list_segment(entry, stored).await?;
+                }
                 return Err(ArchiveError::Gap {
                     segment: next,
                     reason: format!(
@@ -479,23 +490,47 @@ impl Archiver {
             }
             let object = manifest::segment_object(number);
             let path = dir.join(manifest::walcodec_segment_name(number));
-            let entry = self
-                .upload_file(&path, number, len, &object, dialect, true)
-                .await?;
-            let manifest = &mut stored.manifest;
-            manifest.segments.push(entry);
-            let superseded = manifest.active.filter(|active| active.number <= number);
-            if superseded.is_some() {
-                manifest.active = None;
-            }
-            self.save(stored).await?;
-            if let Some(active) = superseded {
-                self.delete_quietly(&manifest::active_object(active.number, active.size))
-                    .await;
-            }
-            self.release_before(stored.manifest.next_segment());
-            self.publish(&stored.manifest);
+            let upload = self.upload_file(&path, number, len, &object, dialect, true);
+            let entry = match unlisted.take() {
+                None => upload.await?,
+                Some(before) => {
+                    let (listed, uploaded) =
+                        tokio::join!(self.list_segment(before, stored), upload);
+                    listed?;
+                    uploaded?
+                }
+            };
+            unlisted = Some(entry);
         }
+        if let Some(entry) = unlisted {
+            self.list_segment(entry, stored).await?;
+        }
+        Ok(())
+    }
+
+    /// Lists segment `entry`, uploaded and checked, in the manifest (the one after
+    /// the last listed); releases the log's retention up to it.
+    async fn list_segment(
+        &self,
+        entry: SegmentEntry,
+        stored: &mut Stored,
+    ) -> Result<(), ArchiveError> {
+        let manifest = &mut stored.manifest;
+        debug_assert_eq!(entry.number, manifest.next_segment());
+        manifest.segments.push(entry);
+        let superseded = manifest
+            .active
+            .filter(|active| active.number <= entry.number);
+        if superseded.is_some() {
+            manifest.active = None;
+        }
+        self.save(stored).await?;
+        if let Some(active) = superseded {
+            self.delete_quietly(&manifest::active_object(active.number, active.size))
+                .await;
+        }
+        self.release_before(stored.manifest.next_segment());
+        self.publish(&stored.manifest);
         Ok(())
     }
 
@@ -605,14 +640,21 @@ impl Archiver {
         location: &Path,
         dialect: Dialect,
     ) -> Result<SegmentScan, ArchiveError> {
-        let mut file = tokio::fs::File::open(path)
-            .await
-            .map_err(|e| ArchiveError::io(path, e))?;
-        let mut scan = SegmentScan::new(number, dialect);
+        let file = {
+            let opening = path.to_path_buf();
+            tokio::task::spawn_blocking(move || std::fs::File::open(opening))
+                .await
+                .map_err(|e| ArchiveError::io(path, std::io::Error::other(e)))?
+                .map_err(|e| ArchiveError::io(path, e))?
+        };
+        let mut reader = PartReader {
+            file: Some(file),
+            scan: Some(SegmentScan::new(number, dialect)),
+            path: path.to_path_buf(),
+        };
         let part = self.part_bytes as u64;
         if len <= part {
-            let bytes = read_chunk(&mut file, path, len).await?;
-            scan.feed(&bytes);
+            let bytes = reader.next(len).await?;
             self.bucket
                 .request(
                     &format!("PUT {location}"),
@@ -622,7 +664,7 @@ impl Archiver {
                 )
                 .await?;
             self.progressed(len);
-            return Ok(scan);
+            return Ok(reader.into_scan());
         }
         let upload = self
             .bucket
@@ -636,8 +678,8 @@ impl Archiver {
         let result: Result<(), ArchiveError> = async {
             while left > 0 {
                 let want = left.min(part);
-                let bytes = read_chunk(&mut file, path, want).await?;
-                scan.feed(&bytes);
+                // Read and checked while the parts before it are on their way.
+                let bytes = reader.next(want).await?;
                 self.bucket
                     .request(
                         &format!("a part of {location}"),
@@ -658,7 +700,7 @@ impl Archiver {
         self.bucket
             .request(&format!("completing {location}"), upload.finish())
             .await?;
-        Ok(scan)
+        Ok(reader.into_scan())
     }
 
     fn progressed(&self, bytes: u64) {
@@ -738,21 +780,70 @@ async fn try_lock(dir: &FsPath) -> Result<Option<std::fs::File>, ArchiveError> {
     .map_err(|e| ArchiveError::io(dir, std::io::Error::other(e)))?
 }
 
-/// Reads exactly `len` bytes of `file` (a segment: its length is known).
-async fn read_chunk(
-    file: &mut tokio::fs::File,
-    path: &FsPath,
-    len: u64,
-) -> Result<Bytes, ArchiveError> {
-    let len = usize::try_from(len).map_err(|_| {
-        ArchiveError::io(
-            path,
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "chunk too large"),
-        )
-    })?;
-    let mut buf = BytesMut::zeroed(len);
-    file.read_exact(&mut buf)
+/// Reads a segment file part by part on a blocking thread, each part into a
+/// buffer of its own (never zeroed first), and checks each piece of it as it
+/// lands: one trip to the blocking pool a part, and the bytes gone over while
+/// in cache rather than read back from memory for each pass.
+struct PartReader {
+    file: Option<std::fs::File>,
+    scan: Option<SegmentScan>,
+    path: PathBuf,
+}
+
+impl PartReader {
+    /// The next `len` bytes of the file (a segment: its length is known).
+    async fn next(&mut self, len: u64) -> Result<Bytes, ArchiveError> {
+        let len = usize::try_from(len).map_err(|_| {
+            ArchiveError::io(
+                &self.path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "part too large"),
+            )
+        })?;
+        let (Some(file), Some(scan)) = (self.file.take(), self.scan.take()) else {
+            // A read failed before: `upload_once` returned its error.
+            return Err(ArchiveError::io(
+                &self.path,
+                std::io::Error::other("read after a failed read"),
+            ));
+        };
+        let (file, scan, read) = tokio::task::spawn_blocking(move || {
+            let mut scan = scan;
+            let read = read_checked(&file, len, &mut scan);
+            (file, scan, read)
+        })
         .await
-        .map_err(|e| ArchiveError::io(PathBuf::from(path), e))?;
-    Ok(buf.freeze())
+        .map_err(|e| ArchiveError::io(&self.path, std::io::Error::other(e)))?;
+        let bytes = read.map_err(|e| ArchiveError::io(&self.path, e))?;
+        self.file = Some(file);
+        self.scan = Some(scan);
+        Ok(bytes)
+    }
+
+    fn into_scan(self) -> SegmentScan {
+        self.scan.expect("a scan after each successful read")
+    }
+}
+
+/// Reads exactly `len` bytes of `file`, feeding `scan` each piece as it lands.
+fn read_checked(
+    mut file: &std::fs::File,
+    len: usize,
+    scan: &mut SegmentScan,
+) -> std::io::Result<Bytes> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(len);
+    while buf.len() < len {
+        let at = buf.len();
+        let piece = (len - at).min(crate::scan::PIECE) as u64;
+        // `read_to_end` fills the spare capacity without zeroing it first.
+        let got = (&mut file).take(piece).read_to_end(&mut buf)?;
+        if got as u64 != piece {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the file ended {} bytes before its length", len - buf.len()),
+            ));
+        }
+        scan.feed(&buf[at..]);
+    }
+    Ok(Bytes::from(buf))
 }

@@ -11,6 +11,7 @@ mod concurrent;
 mod corruption;
 mod crash;
 mod faults;
+mod overlap;
 mod reading;
 mod restore_points;
 mod retention_hold;

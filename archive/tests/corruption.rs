@@ -170,3 +170,37 @@ async fn a_manifest_with_a_hole_is_refused() {
         "{opened:?}"
     );
 }
+
+/// A segment damaged on the log's own disk (a fragment that fails its CRC, past
+/// the first part and the first piece checked) is refused on its way up, never
+/// listed; the segments before it are archived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_local_segment_is_refused_not_archived() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open_log(dir.path(), Dialect::LevelDb, 512 * 1024).await;
+    fill(&log, &mut Rng(31), 0, 700, 5000).await;
+    log.rotate().await.unwrap();
+    let segments = log.segments();
+    assert!(segments.len() >= 4, "{segments:?}");
+    let (first, damaged) = (segments[0].0, segments[1].0);
+    // Damaged under the open log (opening it again would refuse the segment).
+    flip(
+        &dir.path().join(format!("{damaged:06}.log")),
+        300_000, // a record's bytes, in the third piece of 128 KiB
+    );
+    for part_bytes in [64 * 1024, 8 << 20] {
+        let store_dir = tempfile::tempdir().unwrap();
+        let store = support::local_store(store_dir.path());
+        let archiver = Archiver::new(Arc::clone(&store), "c".into())
+            .retry(quick())
+            .parts(part_bytes, 2);
+        match archiver.archive_sealed(&log).await {
+            Err(ArchiveError::BadSegment { segment, .. }) => assert_eq!(segment, damaged),
+            other => panic!("parts of {part_bytes}: {other:?}"),
+        }
+        let archive = Archive::open(store, "c".into()).await.unwrap();
+        let listed: Vec<u64> = archive.segments().iter().map(|s| s.number).collect();
+        assert_eq!(listed, vec![first], "parts of {part_bytes}");
+    }
+    log.close().await.unwrap();
+}

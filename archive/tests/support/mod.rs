@@ -3,6 +3,7 @@
 //! a store that fails on purpose, and logs to archive.
 
 pub mod faulty;
+pub mod gated;
 
 use std::path::Path;
 use std::sync::Arc;
