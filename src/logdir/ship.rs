@@ -14,6 +14,14 @@
 //! reach the writer, or hold the catalog's lock across an await (every method
 //! takes and releases it). It joins the quorum of synchronous replicas as one
 //! [`Member`].
+//!
+//! Replication's options are its own: [`ReplicaOptions`] holds them, their
+//! builder methods on [`LogDirOptions`](crate::LogDirOptions) live with
+//! replication (`replica/options.rs`), and replication reads them through
+//! [`ShipSource::options`]. The directory carries them (a replica is served from
+//! a [`LogDir`]) and acts on two itself: it keeps segments for replicas up to
+//! `retain_bytes` when it purges, and waits for `sync_replicas` of them (within
+//! `timeout`) when it appends. So the type is defined here, below replication.
 
 use std::fs::File;
 use std::path::Path;
@@ -21,17 +29,88 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::history::{Epoch, History};
-#[cfg(feature = "replica-auth")]
-use super::options::Secret;
 use super::quorum::Member;
 use super::report::DirObserver;
 use super::segment::segment_path;
 use super::wake::DurableWatch;
-use super::{Inner, LogDir};
+use super::{Inner, LogDir, LogDirOptions};
 use crate::error::Error;
 use crate::format::fragment::Dialect;
 use crate::log_id::LogId;
 use crate::position::LogPosition;
+
+/// How long either end of a replication connection waits by default for the
+/// other: for its hello, then for each message (a replica) or for the peer to
+/// take one (a primary).
+pub(crate) const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A shared secret for replication's handshake; never printed.
+#[cfg(feature = "replica-auth")]
+#[derive(Clone)]
+pub(crate) struct Secret(Arc<[u8]>);
+
+#[cfg(feature = "replica-auth")]
+impl Secret {
+    pub(crate) fn new(secret: &[u8]) -> Secret {
+        Secret(secret.into())
+    }
+
+    /// The secret's bytes, for the handshake's proofs.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+#[cfg(feature = "replica-auth")]
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// The default [`LogDirOptions::replica_retain_bytes`](crate::LogDirOptions::replica_retain_bytes), in segments.
+const DEFAULT_REPLICA_RETAIN_SEGMENTS: u64 = 16;
+
+/// Replication's options: set through
+/// [`LogDirOptions`](crate::LogDirOptions)'s `replica_*` and `sync_replicas`
+/// methods, each documented there.
+#[derive(Clone, Debug)]
+pub(crate) struct ReplicaOptions {
+    /// [`replica_retain_bytes`](crate::LogDirOptions::replica_retain_bytes);
+    /// `None`: [`DEFAULT_REPLICA_RETAIN_SEGMENTS`] segments.
+    pub(crate) retain_bytes: Option<u64>,
+    /// [`replica_timeout`](crate::LogDirOptions::replica_timeout).
+    pub(crate) timeout: Duration,
+    /// [`replica_wake_interval`](crate::LogDirOptions::replica_wake_interval).
+    pub(crate) wake_interval: Duration,
+    /// [`sync_replicas`](crate::LogDirOptions::sync_replicas).
+    pub(crate) sync_replicas: usize,
+    /// [`replica_secret`](crate::LogDirOptions::replica_secret).
+    #[cfg(feature = "replica-auth")]
+    pub(crate) secret: Option<Secret>,
+}
+
+impl Default for ReplicaOptions {
+    fn default() -> Self {
+        ReplicaOptions {
+            retain_bytes: None,
+            timeout: DEFAULT_REPLICA_TIMEOUT,
+            wake_interval: LogDirOptions::DEFAULT_WAKE_INTERVAL,
+            sync_replicas: 0,
+            #[cfg(feature = "replica-auth")]
+            secret: None,
+        }
+    }
+}
+
+impl ReplicaOptions {
+    /// The bytes of segments kept for connected replicas beyond what purges
+    /// leave, for segments of at most `max_segment_bytes`.
+    pub(crate) fn retain_limit(&self, max_segment_bytes: u64) -> u64 {
+        self.retain_bytes
+            .unwrap_or(max_segment_bytes.saturating_mul(DEFAULT_REPLICA_RETAIN_SEGMENTS))
+    }
+}
 
 /// A directory as log shipping sees it: see the [module docs](self).
 #[derive(Clone)]
@@ -107,15 +186,9 @@ impl ShipSource {
         self.inner.options.dialect_in_use()
     }
 
-    /// [`replica_timeout`](crate::LogDirOptions::replica_timeout).
-    pub(crate) fn timeout(&self) -> Duration {
-        self.inner.options.replica_timeout
-    }
-
-    /// [`replica_secret`](crate::LogDirOptions::replica_secret).
-    #[cfg(feature = "replica-auth")]
-    pub(crate) fn secret(&self) -> Option<&Secret> {
-        self.inner.options.replica_secret.as_ref()
+    /// Replication's options, as the directory was opened with them.
+    pub(crate) fn options(&self) -> &ReplicaOptions {
+        &self.inner.options.replica
     }
 
     /// Where events and metrics go.
@@ -132,10 +205,7 @@ impl ShipSource {
     /// [`replica_wake_interval`](crate::LogDirOptions::replica_wake_interval)
     /// while it keeps moving.
     pub(crate) fn durable_watch(&self) -> DurableWatch {
-        DurableWatch::new(
-            self.inner.subscribe(),
-            self.inner.options.replica_wake_interval,
-        )
+        DurableWatch::new(self.inner.subscribe(), self.options().wake_interval)
     }
 
     /// Whether [`close`](LogDir::close) ran (or a failure stopped appends for

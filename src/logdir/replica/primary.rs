@@ -105,10 +105,10 @@ impl Primary {
             });
         }
         let (mut rd, mut wr) = tokio::io::split(conn);
-        let timeout = self.source.timeout();
+        let timeout = self.source.options().timeout;
         // Before anything is said of the log: a stray peer learns not even its end.
         #[cfg(feature = "replica-auth")]
-        if let Some(secret) = self.source.secret() {
+        if let Some(secret) = &self.source.options().secret {
             super::auth::handshake(
                 &mut rd,
                 &mut wr,
@@ -171,7 +171,7 @@ impl Primary {
         rd: &mut (impl AsyncRead + Unpin),
         wr: &mut (impl AsyncWrite + Unpin),
     ) -> Result<(Option<Epoch>, usize), Error> {
-        let timeout = self.source.timeout();
+        let timeout = self.source.options().timeout;
         let theirs = match tokio::time::timeout(timeout, wire::read_identity(rd)).await {
             Err(_) => return Err(wire::protocol("no identity from the replica in time")),
             Ok(Err(Error::Io(_))) => {
@@ -274,7 +274,7 @@ impl Primary {
         rd: &mut (impl AsyncRead + Unpin),
         acks: &Acks,
     ) -> Result<(), Error> {
-        let timeout = self.source.timeout();
+        let timeout = self.source.options().timeout;
         let mut last = from;
         loop {
             let end = match tokio::time::timeout(timeout, wire::read_ack(rd)).await {
@@ -321,7 +321,7 @@ impl Primary {
         stats: &mut ShipStats,
         acks: &Acks,
     ) -> Result<(), Error> {
-        let timeout = self.source.timeout();
+        let timeout = self.source.options().timeout;
         let mut end_rx = self.source.durable_watch();
         let mut segment = from.segment;
         let mut sent = from.offset;
