@@ -406,7 +406,7 @@ def main():
         print("replication reaching the directory's internals (use logdir::ship):")
         for r in reaching:
             print(f"  {r}")
-    else:
+    elif not args.quiet:
         print("replication reaches the directory through logdir::ship only")
 
     if args.check:
