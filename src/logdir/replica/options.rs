@@ -10,7 +10,9 @@ use crate::logdir::ship::Secret;
 use crate::logdir::LogDirOptions;
 // Named by the docs' links only.
 #[cfg(doc)]
-use crate::{error::Error, logdir::LogDir};
+use crate::error::Error;
+#[cfg(doc)]
+use crate::logdir::LogDir;
 
 impl LogDirOptions {
     /// Keep at most `bytes` of segments for connected replicas beyond what purges
