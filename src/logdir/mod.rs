@@ -17,6 +17,7 @@ pub(crate) mod replica;
 mod report;
 mod retention;
 mod segment;
+pub(crate) mod ship;
 mod wake;
 
 use std::collections::BTreeMap;
@@ -161,19 +162,19 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    pub(crate) fn catalog(&self) -> MutexGuard<'_, Catalog> {
+    fn catalog(&self) -> MutexGuard<'_, Catalog> {
         self.catalog.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn dir(&self) -> &Path {
+    fn dir(&self) -> &Path {
         &self.dir
     }
 
-    pub(crate) fn subscribe(&self) -> watch::Receiver<LogPosition> {
+    fn subscribe(&self) -> watch::Receiver<LogPosition> {
         self.end.subscribe()
     }
 
-    pub(crate) fn quorum(&self) -> &Arc<quorum::Quorum> {
+    fn quorum(&self) -> &Arc<quorum::Quorum> {
         &self.quorum
     }
 
@@ -200,34 +201,34 @@ impl Inner {
 #[derive(Debug)]
 pub(crate) struct Catalog {
     /// The oldest segment kept.
-    pub(crate) first: u64,
+    first: u64,
     /// The active segment.
-    pub(crate) active: u64,
+    active: u64,
     /// Sealed segments and their lengths.
-    pub(crate) sealed: BTreeMap<u64, u64>,
+    sealed: BTreeMap<u64, u64>,
     /// Where the records of sealed Pebble segments end, before their EOF trailers
     /// (other segments' records end at their lengths).
-    pub(crate) ends: BTreeMap<u64, u64>,
+    ends: BTreeMap<u64, u64>,
     /// Segments readers still need, with how many readers need each.
-    pub(crate) pins: BTreeMap<u64, usize>,
+    pins: BTreeMap<u64, usize>,
     /// The same for connected replicas: kept up to
     /// [`replica_retain_bytes`](crate::LogDirOptions::replica_retain_bytes).
-    pub(crate) replica_pins: BTreeMap<u64, usize>,
+    replica_pins: BTreeMap<u64, usize>,
     /// Every truncation so far, for readers to check their position against.
-    pub(crate) truncations: Vec<LogPosition>,
+    truncations: Vec<LogPosition>,
     /// The log's id and history, as its `HISTORY` file holds them.
-    pub(crate) history: history::HistoryFile,
+    history: history::HistoryFile,
     /// The end of the last segment purged: positions from there to the start of
     /// `first` hold no record, so reading from them starts at `first`.
-    pub(crate) purged_through: LogPosition,
+    purged_through: LogPosition,
     /// Purged files kept for reuse, by their old numbers, oldest first.
-    pub(crate) pool: Vec<u64>,
+    pool: Vec<u64>,
 }
 
 impl Catalog {
     /// The segment bytes from `from` to `to` (0 when `to` is not past `from`);
     /// purged segments count from the first one kept.
-    pub(crate) fn bytes_between(&self, from: LogPosition, to: LogPosition) -> u64 {
+    fn bytes_between(&self, from: LogPosition, to: LogPosition) -> u64 {
         let from = from.max(LogPosition::new(self.first, 0));
         if to <= from {
             return 0;
@@ -248,26 +249,26 @@ impl Catalog {
         self.ends.get(&segment).copied().unwrap_or(len)
     }
 
-    pub(crate) fn pin(&mut self, segment: u64) {
+    fn pin(&mut self, segment: u64) {
         *self.pins.entry(segment).or_default() += 1;
     }
 
     /// Where reading from `from` starts: `from` itself, or the start of the first
     /// segment for [`LogPosition::START`] and for a position at or past the end of
     /// the last purged segment.
-    pub(crate) fn resolve(&self, from: LogPosition) -> Result<LogPosition, Error> {
+    fn resolve(&self, from: LogPosition) -> Result<LogPosition, Error> {
         resolve_start(from, self.first, self.purged_through)
     }
 
-    pub(crate) fn unpin(&mut self, segment: u64) {
+    fn unpin(&mut self, segment: u64) {
         unpin_in(&mut self.pins, segment);
     }
 
-    pub(crate) fn pin_for_replica(&mut self, segment: u64) {
+    fn pin_for_replica(&mut self, segment: u64) {
         *self.replica_pins.entry(segment).or_default() += 1;
     }
 
-    pub(crate) fn unpin_for_replica(&mut self, segment: u64) {
+    fn unpin_for_replica(&mut self, segment: u64) {
         unpin_in(&mut self.replica_pins, segment);
     }
 }

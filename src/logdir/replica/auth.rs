@@ -31,7 +31,7 @@ const NONCE_LEN: usize = 32;
 const PROOF_LEN: usize = 32;
 
 // The directory keeps the secret among its settings, so the type lives below.
-pub(crate) use crate::logdir::options::Secret;
+pub(crate) use crate::logdir::ship::Secret;
 
 /// Which end this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -149,6 +149,7 @@
 pub(crate) mod auth;
 mod copy;
 mod handshake;
+mod options;
 mod primary;
 mod wire;
 

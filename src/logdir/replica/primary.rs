@@ -1,6 +1,6 @@
 //! The primary's side: [`LogDir::serve_replica`].
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -11,9 +11,8 @@ use super::wire::{self, Hello, Identity, Message, Refusal, PROTOCOL_VERSION};
 use crate::error::Error;
 use crate::logdir::history::Epoch;
 use crate::logdir::quorum::Member;
-use crate::logdir::segment::segment_path;
-use crate::logdir::wake::DurableWatch;
-use crate::logdir::{Catalog, Inner, LogDir};
+use crate::logdir::ship::{PinRefused, SegmentPin, ShipSource};
+use crate::logdir::LogDir;
 use crate::position::LogPosition;
 use crate::read_at::read_exact_into;
 
@@ -34,19 +33,6 @@ pub struct ShipStats {
     pub bytes: u64,
     /// Segments sent to their end (sealed on the replica).
     pub segments_sealed: u64,
-}
-
-/// Keeps a segment (and every later one) from being purged while a replica needs
-/// it, up to [`replica_retain_bytes`](crate::LogDirOptions::replica_retain_bytes).
-struct Pin {
-    inner: Arc<Inner>,
-    segment: u64,
-}
-
-impl Drop for Pin {
-    fn drop(&mut self) {
-        self.inner.catalog().unpin_for_replica(self.segment);
-    }
 }
 
 impl LogDir {
@@ -85,34 +71,44 @@ impl LogDir {
     where
         C: AsyncRead + AsyncWrite + Unpin + Send,
     {
-        let connection = self.inner.observer.replica_connected();
-        let result = self.serve_connected(conn, connection).await;
+        let primary = Primary {
+            source: self.ship_source(),
+        };
+        let connection = primary.source.observer().replica_connected();
+        let result = primary.serve_connected(conn, connection).await;
         let shipped = result
             .as_ref()
             .map(|stats| (stats.from, stats.to, stats.bytes));
-        self.inner.observer.replica_ended(connection, shipped);
+        primary.source.observer().replica_ended(connection, shipped);
         result
     }
+}
 
-    /// [`serve_replica`](Self::serve_replica) once the connection is counted.
+/// One replica's connection, served from the directory's [`ShipSource`] alone.
+struct Primary {
+    source: ShipSource,
+}
+
+impl Primary {
+    /// [`LogDir::serve_replica`] once the connection is counted.
     async fn serve_connected<C>(&self, conn: C, connection: u64) -> Result<ShipStats, Error>
     where
         C: AsyncRead + AsyncWrite + Unpin + Send,
     {
-        if self.inner.options.dialect_in_use() == crate::format::fragment::Dialect::Pebble {
+        if self.source.dialect() == crate::format::fragment::Dialect::Pebble {
             // The replica checks what arrives in RocksDB's dialect and keeps no
             // `DIALECT` file: Pebble's segments are refused before the handshake.
             return Err(Error::WrongDialect {
-                path: self.path().to_path_buf(),
+                path: self.source.path().to_path_buf(),
                 found: crate::format::fragment::Dialect::Pebble,
                 expected: crate::format::fragment::Dialect::LevelDb,
             });
         }
         let (mut rd, mut wr) = tokio::io::split(conn);
-        let timeout = self.inner.options.replica_timeout;
+        let timeout = self.source.options().timeout;
         // Before anything is said of the log: a stray peer learns not even its end.
         #[cfg(feature = "replica-auth")]
-        if let Some(secret) = &self.inner.options.replica_secret {
+        if let Some(secret) = &self.source.options().secret {
             super::auth::handshake(
                 &mut rd,
                 &mut wr,
@@ -125,7 +121,7 @@ impl LogDir {
         let hello = Hello {
             version: PROTOCOL_VERSION,
             from_replica: false,
-            position: self.end(),
+            position: self.source.end(),
         };
         // Both hellos go out before either is read, so a version mismatch is seen
         // on both ends.
@@ -175,7 +171,7 @@ impl LogDir {
         rd: &mut (impl AsyncRead + Unpin),
         wr: &mut (impl AsyncWrite + Unpin),
     ) -> Result<(Option<Epoch>, usize), Error> {
-        let timeout = self.inner.options.replica_timeout;
+        let timeout = self.source.options().timeout;
         let theirs = match tokio::time::timeout(timeout, wire::read_identity(rd)).await {
             Err(_) => return Err(wire::protocol("no identity from the replica in time")),
             Ok(Err(Error::Io(_))) => {
@@ -185,30 +181,23 @@ impl LogDir {
         };
         // The truncations counted with the history sent: any later one that cuts
         // what the replica holds is found while shipping.
-        let (file, first, truncations_seen) = {
-            let catalog = self.inner.catalog();
-            (
-                catalog.history.clone(),
-                catalog.first,
-                catalog.truncations.len(),
-            )
-        };
-        let end = self.end();
+        let ours = self.source.identity();
+        let end = self.source.end();
         let (record, last) = match theirs.last {
             None => (RecordCheck::Nothing, None),
-            Some((at, _)) if at.segment < first => (RecordCheck::Purged, None),
-            Some((at, crc)) => match handshake::checksum_ending_at(self.path(), at).await {
-                Ok(Some(ours)) if ours == crc => (RecordCheck::Same, Some((at, ours))),
+            Some((at, _)) if at.segment < ours.first => (RecordCheck::Purged, None),
+            Some((at, crc)) => match handshake::checksum_ending_at(self.source.path(), at).await {
+                Ok(Some(crc_here)) if crc_here == crc => (RecordCheck::Same, Some((at, crc_here))),
                 // A purge that took the segment while it was read: as purged.
-                _ if at.segment < self.inner.catalog().first => (RecordCheck::Purged, None),
+                _ if at.segment < self.source.first() => (RecordCheck::Purged, None),
                 Ok(_) => (RecordCheck::Differs, None),
                 Err(e) => return Err(e),
             },
         };
         handshake::verdict(
             handshake::Copy {
-                id: Some(file.log_id),
-                history: &file.history,
+                id: Some(ours.log_id),
+                history: &ours.history,
                 end,
             },
             handshake::Copy {
@@ -218,51 +207,32 @@ impl LogDir {
             },
             record,
         )?;
-        let ours = Identity {
-            log_id: Some(file.log_id),
+        let current = ours.history.current().copied();
+        let identity = Identity {
+            log_id: Some(ours.log_id),
             last,
-            history: file.history.clone(),
+            history: ours.history,
         };
-        match timed_write(wr, &Message::Identity(ours), timeout).await {
+        match timed_write(wr, &Message::Identity(identity), timeout).await {
             Ok(()) | Err(Error::Io(_)) => {}
             Err(e) => return Err(e),
         }
-        Ok((file.history.current().copied(), truncations_seen))
+        Ok((current, ours.truncations))
     }
 
     /// Pins the segment `from` resolves to, or refuses a replica that needs a
     /// purged one or is past the log's end.
-    fn pin_for_replica(&self, from: LogPosition) -> Result<(LogPosition, Pin), Error> {
-        let mut catalog = self.inner.catalog();
-        let from = match catalog.resolve(from) {
-            Ok(from) => from,
-            Err(_) => {
-                return Err(Error::ReplicaTooFarBehind {
-                    first_available: LogPosition::new(catalog.first, 0),
-                })
-            }
-        };
-        let end = *self.inner.end.borrow();
-        let past_end = match catalog.sealed.get(&from.segment) {
-            _ if from.segment > catalog.active => true,
-            Some(&len) if from.segment < catalog.active => from.offset > len,
-            _ => from > end,
-        };
-        if past_end {
-            return Err(Error::ReplicaDiverged {
+    fn pin_for_replica(&self, from: LogPosition) -> Result<(LogPosition, SegmentPin), Error> {
+        self.source.pin(from).map_err(|refused| match refused {
+            PinRefused::Purged { first } => Error::ReplicaTooFarBehind {
+                first_available: first,
+            },
+            PinRefused::PastEnd { end } => Error::ReplicaDiverged {
                 common: end,
                 replica: from,
                 primary: end,
-            });
-        }
-        catalog.pin_for_replica(from.segment);
-        Ok((
-            from,
-            Pin {
-                inner: Arc::clone(&self.inner),
-                segment: from.segment,
             },
-        ))
+        })
     }
 
     /// Ships to the replica while reading its acknowledgements, until either
@@ -280,7 +250,7 @@ impl LogDir {
         stats.from = from;
         stats.to = from;
         // Counted as connected from here (its handshake passed) until it goes.
-        let member = self.inner.quorum().join();
+        let member = self.source.join();
         let acks = Acks {
             sent: Mutex::new(from),
             acked: watch::channel(from).0,
@@ -304,7 +274,7 @@ impl LogDir {
         rd: &mut (impl AsyncRead + Unpin),
         acks: &Acks,
     ) -> Result<(), Error> {
-        let timeout = self.inner.options.replica_timeout;
+        let timeout = self.source.options().timeout;
         let mut last = from;
         loop {
             let end = match tokio::time::timeout(timeout, wire::read_ack(rd)).await {
@@ -337,36 +307,28 @@ impl LogDir {
     /// acknowledgement: after each acknowledgement and each message sent, so a
     /// replica that stops acknowledging is seen falling behind.
     fn report_behind(&self, acks: &Acks) {
-        self.inner.observer.replica_behind(acks.connection, || {
-            let acked = *acks.acked.borrow();
-            let end = *self.inner.end.borrow();
-            self.inner.catalog().bytes_between(acked, end)
+        self.source.observer().replica_behind(acks.connection, || {
+            self.source.bytes_behind(*acks.acked.borrow())
         });
     }
 
     async fn send(
         &self,
         from: LogPosition,
-        mut pin: Pin,
+        mut pin: SegmentPin,
         (mut shipped, mut truncations_seen): (Option<Epoch>, usize),
         wr: &mut (impl AsyncWrite + Unpin),
         stats: &mut ShipStats,
         acks: &Acks,
     ) -> Result<(), Error> {
-        let timeout = self.inner.options.replica_timeout;
-        let mut end_rx = DurableWatch::new(
-            self.inner.subscribe(),
-            self.inner.options.replica_wake_interval,
-        );
+        let timeout = self.source.options().timeout;
+        let mut end_rx = self.source.durable_watch();
         let mut segment = from.segment;
         let mut sent = from.offset;
         // A data message's header, then its bytes, read in place: one write each.
         let mut buf = Some(vec![0u8; wire::DATA_HEADER_LEN + SHIP_CHUNK]);
         'segments: loop {
-            // Without touching its access time: the writer modifies the segment
-            // between any two reads (see `open_to_read`).
-            let path = segment_path(&self.inner.dir, segment);
-            let file = Arc::new(crate::open::open_to_read(&path)?);
+            let file = self.source.open_segment(segment)?;
             let start = Message::Segment {
                 segment,
                 offset: sent,
@@ -380,35 +342,22 @@ impl LogDir {
                 // How far the segment may be shipped, and whether that is its end.
                 let end = end_rx.current();
                 let here = LogPosition::new(segment, sent);
-                let history = {
-                    let catalog = self.inner.catalog();
-                    released(&catalog, segment)?;
-                    let cut = catalog.truncations
-                        [truncations_seen.min(catalog.truncations.len())..]
-                        .iter()
-                        .filter(|&&t| t < here)
-                        .min()
-                        .copied();
-                    if cut.is_some() || end < here {
-                        return Err(Error::ReplicaDiverged {
-                            common: cut.unwrap_or(end).min(end),
-                            replica: here,
-                            primary: end,
-                        });
-                    }
-                    // A truncation past what was shipped started an epoch: the
-                    // replica learns it before any byte of it.
-                    let history = &catalog.history.history;
-                    let changed = history.current() != shipped.as_ref();
-                    if changed {
-                        // The history sent tells of every truncation so far (none
-                        // below what was shipped): shipping past one later is no
-                        // divergence.
-                        truncations_seen = catalog.truncations.len();
-                    }
-                    changed.then(|| history.clone())
-                };
-                if let Some(history) = history {
+                let since = self.source.since(truncations_seen, here, shipped.as_ref());
+                released(since.first, segment)?;
+                if since.cut.is_some() || end < here {
+                    return Err(Error::ReplicaDiverged {
+                        common: since.cut.unwrap_or(end).min(end),
+                        replica: here,
+                        primary: end,
+                    });
+                }
+                // A truncation past what was shipped started an epoch: the
+                // replica learns it before any byte of it.
+                if let Some((history, truncations)) = since.history {
+                    // The history sent tells of every truncation so far (none
+                    // below what was shipped): shipping past one later is no
+                    // divergence.
+                    truncations_seen = truncations;
                     shipped = history.current().copied();
                     match timed_write(wr, &Message::History(history), timeout).await {
                         Ok(()) => {}
@@ -419,8 +368,8 @@ impl LogDir {
                 let (limit, sealed) = if end.segment == segment {
                     (end.offset, false)
                 } else {
-                    match self.inner.catalog().sealed.get(&segment) {
-                        Some(&len) => (len, true),
+                    match self.source.sealed_len(segment) {
+                        Some(len) => (len, true),
                         None => {
                             return Err(Error::ReplicaDiverged {
                                 common: end.min(here),
@@ -444,7 +393,7 @@ impl LogDir {
                     // Checked again after the read: a purge releases a segment before
                     // it deletes (or pools, to be written over) its file, so bytes
                     // read while it was still held are the segment's.
-                    released(&self.inner.catalog(), segment)?;
+                    released(self.source.first(), segment)?;
                     // The replica measures its lag by the messages that reach the
                     // end this primary had made durable.
                     let at_end = !sealed && sent + n as u64 == limit;
@@ -466,7 +415,7 @@ impl LogDir {
                     sent += n as u64;
                     stats.bytes += n as u64;
                     stats.to = LogPosition::new(segment, sent);
-                    self.inner.observer.shipped(n as u64);
+                    self.source.observer().shipped(n as u64);
                     self.report_behind(acks);
                     continue;
                 }
@@ -487,8 +436,8 @@ impl LogDir {
                     stats.to = LogPosition::new(segment, 0);
                     continue 'segments;
                 }
-                if self.is_closed() && end_rx.peek() == end {
-                    if self.inner.quorum().is_sync() {
+                if self.source.is_closed() && end_rx.peek() == end {
+                    if self.source.is_sync() {
                         // Appends still waiting for this replica's acknowledgement of
                         // the last bytes get it before the connection ends.
                         let mut acked = acks.acked.subscribe();
@@ -513,15 +462,6 @@ impl LogDir {
             }
         }
     }
-
-    /// Whether [`close`](Self::close) ran (or a failure stopped appends for good).
-    fn is_closed(&self) -> bool {
-        match self.inner.active.try_read() {
-            Ok(active) => active.writer.is_none(),
-            // A rotation, truncation or close is under way: not closed yet.
-            Err(_) => false,
-        }
-    }
 }
 
 async fn send<W: AsyncWrite + Unpin>(wr: &mut W, bytes: &[u8]) -> std::io::Result<()> {
@@ -532,11 +472,11 @@ async fn send<W: AsyncWrite + Unpin>(wr: &mut W, bytes: &[u8]) -> std::io::Resul
 
 /// A replica's `segment` that a purge released
 /// ([`replica_retain_bytes`](crate::LogDirOptions::replica_retain_bytes)): the
-/// replica is too far behind.
-fn released(catalog: &Catalog, segment: u64) -> Result<(), Error> {
-    if segment < catalog.first {
+/// replica is too far behind. `first` is the oldest segment kept.
+fn released(first: u64, segment: u64) -> Result<(), Error> {
+    if segment < first {
         return Err(Error::ReplicaTooFarBehind {
-            first_available: LogPosition::new(catalog.first, 0),
+            first_available: LogPosition::new(first, 0),
         });
     }
     Ok(())

@@ -25,7 +25,7 @@ pub(crate) const MAX_DATA: usize = 1 << 20;
 
 /// How long either end waits by default for the other (the directory's settings
 /// start from it too, so it is defined below, with them).
-pub(crate) use crate::logdir::options::DEFAULT_REPLICA_TIMEOUT as DEFAULT_TIMEOUT;
+pub(crate) use crate::logdir::ship::DEFAULT_REPLICA_TIMEOUT as DEFAULT_TIMEOUT;
 
 /// How often an idle primary at most tells its replica it is still there.
 const MAX_HEARTBEAT: Duration = Duration::from_millis(500);
