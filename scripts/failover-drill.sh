@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 features=cli,zstd,tracing,metrics,replica-auth
-cargo build --release --workspace --features "$features" --example failover_node >&2
+cargo build --profile ci --workspace --features "$features" --example failover_node >&2
 target=$(cargo metadata --format-version 1 --no-deps |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 args=()
@@ -28,4 +28,4 @@ for arg in "$@"; do
         args+=("$arg")
     fi
 done
-exec python3 scripts/failover_drill.py --bin "$target/release/examples/failover_node" "${args[@]}"
+exec python3 scripts/failover_drill.py --bin "$target/ci/examples/failover_node" "${args[@]}"

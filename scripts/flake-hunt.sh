@@ -13,7 +13,7 @@
 # to target/flake-hunt/run-K.log.
 #
 # FLAKE_HUNT_BINARY=PATH runs that prebuilt test binary instead (say a copy of
-# target/release/deps/all-HASH, the core crate's `all` binary), N times, with the
+# target/ci/deps/all-HASH, the core crate's `all` binary), N times, with the
 # FILTERs as its arguments, and builds nothing: a hunt can then go on while the
 # tree is rebuilt. The binary is copied first, so a rebuild cannot swap it midway.
 # It runs from the repository's root, as `cargo test` runs the core crate's tests.
@@ -37,11 +37,11 @@ if [[ -n "${FLAKE_HUNT_BINARY:-}" ]]; then
     echo "hunting with $FLAKE_HUNT_BINARY (copied to $binary) $*"
     run() { "$binary" "$@"; }
 elif (($# > 0)); then
-    cargo test --release --features "$features" --test all --no-run
-    run() { cargo test --release --features "$features" --test all -- "$@"; }
+    cargo test --profile ci --features "$features" --test all --no-run
+    run() { cargo test --profile ci --features "$features" --test all -- "$@"; }
 else
-    cargo test --release --workspace --features "$features" --no-run
-    run() { cargo test --release --workspace --features "$features" --no-fail-fast; }
+    cargo test --profile ci --workspace --features "$features" --no-run
+    run() { cargo test --profile ci --workspace --features "$features" --no-fail-fast; }
 fi
 
 # The load: fsync'd writes on the disk the tests' temporary directories use.

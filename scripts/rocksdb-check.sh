@@ -19,10 +19,10 @@ out=${1:-$(mktemp -d)}
 # Built as the README's test command builds (the whole workspace, its features, zstd
 # among them), so that after that command, which builds every example, there is
 # nothing to build here.
-cargo build --release --quiet --workspace --features cli,zstd,tracing,metrics,replica-auth --example rocksdb_wal
+cargo build --profile ci --quiet --workspace --features cli,zstd,tracing,metrics,replica-auth --example rocksdb_wal
 target=$(cargo metadata --format-version 1 --no-deps |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
-"$target/release/examples/rocksdb_wal" "$out"
+"$target/ci/examples/rocksdb_wal" "$out"
 
 failed=0
 checked=0
