@@ -171,6 +171,8 @@ mod tailing_purge;
 mod tailing_rewrite;
 #[path = "tailing_seam.rs"]
 mod tailing_seam;
+#[path = "tailing_stale_read.rs"]
+mod tailing_stale_read;
 #[path = "tailing_torn_tail.rs"]
 mod tailing_torn_tail;
 #[path = "wake_interval.rs"]

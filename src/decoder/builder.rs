@@ -277,6 +277,7 @@ impl LogDecoderBuilder {
             read_ahead: None,
             settled: 0,
             live: false,
+            live_damage: Default::default(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! zeros that are harmless up to the end and damage before data, torn tails, streams
 //! cut inside a record, and fragments of a recycled file's earlier use.
 
+use super::follow::LiveVerdict;
 use super::*;
 
 /// Bytes to pass over up to `until` (a block end).
@@ -103,6 +104,16 @@ impl LogDecoder {
             // Stopped already (PointInTime or a split's end): later damage is not ours.
             return Ok(());
         }
+        if self.holds_live_damage() {
+            if let LiveVerdict::Quiet = self.judge_live(&corruption) {
+                if self.recovery == Recovery::PointInTime {
+                    self.flow = Flow::Halted {
+                        at: corruption.offset(),
+                    };
+                }
+                return Ok(());
+            }
+        }
         self.stats.corruptions += 1;
         self.stats.dropped_bytes += corruption.bytes();
         match self.recovery {
@@ -175,6 +186,10 @@ impl LogDecoder {
     }
 
     pub(super) fn finish_record(&mut self, start: u64, record: Bytes) -> Bytes {
+        if self.record_after_held_damage() {
+            // Not settled: the follower goes back before the damage (`follow.rs`).
+            return record;
+        }
         self.last_record = Some(Position {
             start,
             end: self.offset,
@@ -302,7 +317,8 @@ impl LogDecoder {
                 } else {
                     CorruptionKind::ZeroFillBeforeData
                 };
-                if self.recovery != Recovery::SkipCorrupted {
+                // Live, a read racing the writer leaves it: held, never skipped.
+                if self.recovery != Recovery::SkipCorrupted || self.live {
                     let zeros = self.offset + data_at as u64 - at;
                     self.corrupt(Corruption::new(at, zeros, kind))?;
                 }

@@ -17,10 +17,52 @@
 //! | damage that zeros may explain (a write cut short)| true                             |
 //! | a fragment of the file's earlier use             | true                             |
 //! | damage it skips or stopped at                    | true                             |
+//!
+//! A live decoder in a mode that skips damage (`SkipCorrupted`, `PointInTime`) must
+//! not report what may be a write in progress, nor skip past it to a later record: a
+//! read racing the writer can see a page the writer had not reached yet (zeros) and,
+//! after it, pages it has since filled. So the first damage met past the last record
+//! is held ([`LiveDamage`]), neither reported nor counted, and the decoder goes on
+//! only to learn what follows:
+//!
+//! | after held damage                | what the decoder does                                         |
+//! |----------------------------------|---------------------------------------------------------------|
+//! | the end of what was read         | nothing more: the follower goes back and reads again later    |
+//! | a complete record                | the held damage as an error, the record not returned: the follower doubts it (reads again after a wait) and, met the same, believes it ([`LogDecoder::believe`]) |
+//! | (believed) the same damage first | reported and counted as the mode says, the record returned     |
+//!
+//! Damage of a kind a read racing the writer leaves (zeros before data) is never
+//! believed while the log is live. Damage reported once is not reported again when
+//! the follower goes back over it.
 
-use super::{Assembly, Flow, LogDecoder, SkipReason};
-use crate::decoder::error::{CodecError, CorruptionKind};
+use super::{Assembly, Flow, LogDecoder, Recovery, SkipReason};
+use crate::decoder::error::{CodecError, Corruption, CorruptionKind};
 use crate::format::block_start;
+
+/// What a live decoder in a mode that skips damage did with the damage it met past
+/// its last record (see the module docs).
+#[derive(Clone, Debug, Default)]
+pub(super) struct LiveDamage {
+    /// The first damage met since the decoder last went back, neither reported
+    /// nor counted: a write in progress, or a read racing one, until believed.
+    held: Option<Corruption>,
+    /// The damage the follower believes (its offset and kind): met first after
+    /// going back, it and what follows it up to the next record are reported.
+    believing: Option<(u64, CorruptionKind)>,
+    /// This pass began with the believed damage.
+    believed_pass: bool,
+    /// The decoder's offset when it last reported damage: damage met there or
+    /// before it again, after going back, was reported already.
+    reported_to: Option<u64>,
+}
+
+/// What a live decoder that skips damage does with a piece of it.
+pub(super) enum LiveVerdict {
+    /// Believed: reported and counted as the mode says.
+    Report,
+    /// Held, or reported already: skipped (or stopped at) without a word.
+    Quiet,
+}
 
 impl LogDecoder {
     /// The offset a follower goes back to: just past the last record returned or
@@ -59,6 +101,78 @@ impl LogDecoder {
         self.live = true;
     }
 
+    /// Whether damage is judged by [`judge_live`](Self::judge_live): a live decoder
+    /// in a mode that skips damage rather than failing on it.
+    pub(super) fn holds_live_damage(&self) -> bool {
+        self.live
+            && matches!(
+                self.recovery,
+                Recovery::SkipCorrupted | Recovery::PointInTime
+            )
+    }
+
+    /// What to do with `corruption`, met live in a mode that skips damage (see the
+    /// module docs): reported when believed, otherwise held (the first) or passed
+    /// over quietly.
+    pub(super) fn judge_live(&mut self, corruption: &Corruption) -> LiveVerdict {
+        let live = &mut self.live_damage;
+        if live.reported_to.is_some_and(|to| self.offset <= to) || live.held.is_some() {
+            return LiveVerdict::Quiet;
+        }
+        let key = (corruption.offset(), corruption.kind());
+        let believed = live.believed_pass || live.believing == Some(key);
+        if believed && !corruption.kind().unwritten_while_live() {
+            live.believed_pass = true;
+            live.reported_to = Some(self.offset);
+            return LiveVerdict::Report;
+        }
+        live.held = Some(corruption.clone());
+        LiveVerdict::Quiet
+    }
+
+    /// Whether a record just put together comes after held damage: then it is not
+    /// settled (the follower goes back before it), and the decoder returns
+    /// [`take_doubt`](Self::take_doubt) instead. Otherwise what was believed is over.
+    #[inline]
+    pub(super) fn record_after_held_damage(&mut self) -> bool {
+        if !self.live {
+            return false;
+        }
+        if self.live_damage.held.is_some() {
+            return true;
+        }
+        self.live_damage.believing = None;
+        self.live_damage.believed_pass = false;
+        false
+    }
+
+    /// The held damage as the error a follower doubts, in place of what the decoder
+    /// was about to hand out after it; `None` when nothing is held.
+    #[inline]
+    pub(super) fn take_doubt(&mut self) -> Option<CodecError> {
+        if !self.live {
+            return None;
+        }
+        let held = self.live_damage.held.take()?;
+        self.flow = Flow::Failed;
+        Some(held.into_error())
+    }
+
+    /// The follower met `error` (the held damage this decoder returned) twice at
+    /// the same place: believe it. Returns whether this decoder skips damage (so
+    /// the follower goes back and decodes again, now reporting it); a decoder that
+    /// fails on damage has nothing to believe.
+    pub(crate) fn believe(&mut self, error: &CodecError) -> bool {
+        let CodecError::Corruption { offset, kind, .. } = *error else {
+            return false;
+        };
+        if !self.holds_live_damage() {
+            return false;
+        }
+        self.live_damage.believing = Some((offset, kind));
+        true
+    }
+
     /// Goes back to [`rewind_point`](Self::rewind_point), as a decoder that has just
     /// read up to it and nothing after: what it held of a record, skipped, suspected
     /// or stopped at after that point is forgotten (an error returned included);
@@ -74,6 +188,8 @@ impl LogDecoder {
         self.flow = Flow::Reading;
         self.incomplete_tail = false;
         self.cut_short = None;
+        self.live_damage.held = None;
+        self.live_damage.believed_pass = false;
         self.state.recycled_end = None;
         // Pebble: a chunk waiting on later promises, or the trailer, may be what
         // the writer has not written yet; read from the record's end again.

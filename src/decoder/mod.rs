@@ -217,6 +217,8 @@ pub struct LogDecoder {
     /// log's fragments cut is held as a possible write in progress, never reported
     /// at once, even in `SkipCorrupted`.
     live: bool,
+    /// A live decoder in a mode that skips damage: what it holds back (`follow.rs`).
+    live_damage: follow::LiveDamage,
 }
 
 /// Where a fragment handed out in fragment mode sits in its record. Every other rule
@@ -420,13 +422,26 @@ impl LogDecoder {
         };
         self.fragments = false;
         self.max_record_bytes = whole_limit;
+        let decoded = self.hand_out(decoded?)?;
         let mark = match self.mark {
             FragmentMark::Whole { .. } => FragmentMark::Whole {
                 start: self.last_record.map_or(0, |p| p.start),
             },
             other => other,
         };
-        Ok(decoded?.map(|payload| (mark, payload)))
+        Ok(decoded.map(|payload| (mark, payload)))
+    }
+
+    /// What the decoder hands out: `decoded`, unless it comes after damage a live
+    /// decoder holds (`follow.rs`), which is then the error instead.
+    #[inline(always)]
+    fn hand_out(&mut self, decoded: Option<Bytes>) -> Result<Option<Bytes>, CodecError> {
+        if decoded.is_some() {
+            if let Some(doubt) = self.take_doubt() {
+                return Err(doubt);
+            }
+        }
+        Ok(decoded)
     }
 
     /// The start of the record open in the decoder, if one is (a FIRST seen, its
@@ -675,21 +690,22 @@ impl Decoder for LogDecoder {
     // frame.
     #[inline]
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, CodecError> {
-        if let Some(record) = self.decode_plain_full(src) {
-            return Ok(Some(record));
-        }
-        self.decode_slow(src, false)
+        let decoded = match self.decode_plain_full(src) {
+            Some(record) => Some(record),
+            None => self.decode_slow(src, false)?,
+        };
+        self.hand_out(decoded)
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, CodecError> {
-        if let Some(record) = self.decode_plain_full(src) {
-            return Ok(Some(record));
-        }
-        let decoded = self.decode_slow(src, true)?;
+        let decoded = match self.decode_plain_full(src) {
+            Some(record) => Some(record),
+            None => self.decode_slow(src, true)?,
+        };
         if decoded.is_none() {
             self.cut_stream(src)?;
         }
-        Ok(decoded)
+        self.hand_out(decoded)
     }
 }
 

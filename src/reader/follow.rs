@@ -10,6 +10,7 @@
 //! | met while following                              | rule                                                            |
 //! |--------------------------------------------------|-----------------------------------------------------------------|
 //! | damage past the last record                      | doubted once ([`LiveDoubt`]): go back, read again after a wait   |
+//! | the same damage, read again                      | an error, or in a mode that skips damage believed ([`believe`](Follow::believe)): reported once, and the record after it returned |
 //! | space the writer has not reached (zeros, an earlier use's bytes) | go back to the last record's end, read again after a wait |
 //! | the file's end, with bytes read past the last record | go back: a record not yet complete may still change         |
 //! | after going back, in `caught_up`                 | look again once at once: what was read may predate the writer's last write |
@@ -103,6 +104,15 @@ impl Follow {
     /// record (see [`LiveDoubt`]). Notes it as met.
     pub(crate) fn doubt(&mut self, error: &CodecError) -> bool {
         self.doubted.read_again(self.decoder.rewind_point(), error)
+    }
+
+    /// `error` (which [`may_doubt`](Self::may_doubt)) was met again where it was
+    /// doubted: believe it. Whether the decoder skips damage (`SkipCorrupted`,
+    /// `PointInTime`, which hold it back while live): the caller then goes back and
+    /// decodes again, and the damage is reported as the mode says. A decoder that
+    /// fails on damage has nothing to believe: the error stands.
+    pub(crate) fn believe(&mut self, error: &CodecError) -> bool {
+        self.decoder.believe(error)
     }
 
     /// The decoder just returned a record: what was doubted is forgotten; its

@@ -248,6 +248,10 @@ impl<R: AsyncRead + Unpin> LogReader<R> {
                             }
                             continue;
                         }
+                        if self.engine.believe(&e) {
+                            self.go_back();
+                            continue;
+                        }
                     }
                     self.done = true;
                     return Poll::Ready(Step::Failed(self.damage_or_change(e.into())));
@@ -729,6 +733,15 @@ pub fn split_ranges(len: u64, parts: usize) -> Vec<Range<u64>> {
 /// the space. Damage there that reads the same after a wait is reported; damage
 /// that zeros or an earlier log's fragments follow is what a writer that died
 /// mid-write leaves, and the tailer waits for the writer's recovery to cut it.
+///
+/// In the modes that skip damage ([`Recovery::SkipCorrupted`](crate::Recovery),
+/// `PointInTime`) the tailer neither reports nor skips what may be a write in
+/// progress, or a read that raced one (a page the writer had not reached yet, read
+/// as zeros, with pages it has since filled after it): damage past the last record
+/// is held back, unreported and uncounted. Only when a complete record follows it,
+/// and it reads the same after a wait, is it reported (once) and the record
+/// returned; with nothing complete after it, it is never reported while the log is
+/// followed.
 ///
 /// A tailer built with [`new`](Self::new) over any other source has no file to
 /// check or go back in: it cannot follow a log written in place.
