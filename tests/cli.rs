@@ -797,6 +797,65 @@ fn tail_follow_reads_a_preallocated_file_as_it_is_filled() {
     runtime.block_on(writer.close()).unwrap();
 }
 
+/// `tail -f` reads the records it prints first as the follower it then is: a page
+/// the writer had not reached when it was read (zeros in the middle of a record,
+/// data after them) is waited for, not reported as damage, and no record after it
+/// is printed before the record it hides.
+#[test]
+fn tail_follow_reads_its_first_records_live() {
+    use std::os::unix::fs::FileExt;
+    const BLOCK: usize = 32_768;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000001.log");
+    let mut encoder = LogEncoder::new();
+    let mut log = BytesMut::new();
+    let records: Vec<Vec<u8>> = [100usize, 70_000, 10]
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| vec![i as u8; size])
+        .collect();
+    let positions: Vec<_> = records
+        .iter()
+        .map(|record| encoder.encode_record(record, &mut log))
+        .collect();
+    // Record 1 crosses block 1, whose first page the writer has not copied yet.
+    let stale = BLOCK..BLOCK + 4096;
+    let mut bytes = log.to_vec();
+    bytes[stale.clone()].fill(0);
+    bytes.resize(4 * BLOCK, 0);
+    fs::write(&path, &bytes).unwrap();
+
+    let mut child = Command::new(BIN)
+        .args(["tail", "-f", "-n", "5", "--format", "hex"])
+        .args(["--poll-interval", "1"])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = line_reader(child.stdout.take().unwrap());
+    let deadline = Duration::from_secs(20);
+    let expect_record = |i: usize| {
+        let line = lines.recv_timeout(deadline).unwrap();
+        let (start, len) = (positions[i].start, records[i].len());
+        // The offset and length first, so that a wrong record fails readably.
+        let head: Vec<&str> = line.split(' ').take(2).collect();
+        assert_eq!(head, [start.to_string(), len.to_string()]);
+        let whole = format!("{start} {len} {}", hex(&records[i]));
+        assert!(line == whole, "record {i}'s bytes");
+    };
+    // Printed once the follower has read to the zeros.
+    expect_record(0);
+    let out = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    out.write_all_at(&log[stale.clone()], stale.start as u64)
+        .unwrap();
+    expect_record(1);
+    expect_record(2);
+    child.kill().unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+}
+
 #[test]
 fn a_closed_stdout_ends_quietly() {
     let mut child = Command::new(BIN)

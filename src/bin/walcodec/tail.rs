@@ -3,10 +3,10 @@
 //!
 //! The records to print first are found by reading the whole log (as the other
 //! reading commands do: a regular file up to its length at open, `-` and pipes until
-//! they close); following then goes on with the same decoder from where that read
-//! stopped, so a record being written at that moment is neither lost nor printed
-//! twice, and damage already reported is not reported again. Only a regular file can
-//! be followed.
+//! they close). With `-f` that read is the follower's own, from the log's first
+//! byte to what it holds now, and following goes on from there: a record being
+//! written at that moment is neither lost nor printed twice, and what a write in
+//! progress leaves is not reported as damage. Only a regular file can be followed.
 
 use std::collections::VecDeque;
 use std::io::{SeekFrom, Write};
@@ -14,14 +14,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::io::AsyncSeekExt;
-use walcodec::LogTailer;
+use walcodec::{LogReader, LogTailer};
 
 use crate::common::{
     finish, finish_reader, open_reader, read_status, stdout, Failure, Limits, RecoveryArg, Status,
 };
 use crate::dialect::DialectArgs;
 use crate::dump::{batch_dialect, format_record, report_batch_error, Format};
-use crate::input::input_name;
+use crate::input::{input_name, BlockingReader};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -50,6 +50,14 @@ pub(crate) struct Args {
     dialect: DialectArgs,
 }
 
+/// How the records to print first were read.
+enum Read {
+    /// To the input's end, by a plain reader.
+    ToEnd(LogReader<BlockingReader>),
+    /// By the follower, up to what the log holds now.
+    Following(LogTailer<tokio::fs::File>),
+}
+
 pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let path = &args.file;
     let regular_file =
@@ -66,20 +74,61 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let (mut reader, log) = open_reader(path, &args.dialect, args.recovery, 0, limits)?;
     let batch_dialect = batch_dialect(&args.dialect, log.dialect);
     let mut last = VecDeque::with_capacity(args.records.min(1 << 16));
+    let mut keep = |record| {
+        if last.len() == args.records {
+            last.pop_front();
+        }
+        if args.records > 0 {
+            last.push_back(record);
+        }
+    };
     let mut error = None;
-    while let Some(record) = reader.next_record().await {
-        match record {
-            Ok(record) => {
-                if last.len() == args.records {
-                    last.pop_front();
-                }
-                if args.records > 0 {
-                    last.push_back(record);
+    let read = if args.follow {
+        // Followed from its first byte: a writer may be writing while the records
+        // to print first are read, and a read racing it (a page not yet written read
+        // as zeros, later pages already written) is neither damage nor a reason to
+        // skip a record.
+        let (_, decoder) = reader.into_parts();
+        let mut file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| Failure::io(path, e))?;
+        file.seek(SeekFrom::Start(decoder.offset()))
+            .await
+            .map_err(|e| Failure::io(path, e))?;
+        // Watched by path: a log cut, replaced or rewritten under the follower ends
+        // the follow with an error instead of joining old and new bytes into one
+        // record.
+        let mut following = LogTailer::follow_file(file, path, decoder)
+            .await
+            .map_err(|e| Failure::log(path, e))?
+            .with_poll_interval(Duration::from_millis(args.poll_interval.max(1)));
+        loop {
+            match following.caught_up().await {
+                Ok(true) => break,
+                Ok(false) => match following.next_record().await {
+                    Some(Ok(record)) => keep(record),
+                    Some(Err(e)) => {
+                        error = Some(e);
+                        break;
+                    }
+                    None => break,
+                },
+                Err(e) => {
+                    error = Some(e);
+                    break;
                 }
             }
-            Err(e) => error = Some(e),
         }
-    }
+        Read::Following(following)
+    } else {
+        while let Some(record) = reader.next_record().await {
+            match record {
+                Ok(record) => keep(record),
+                Err(e) => error = Some(e),
+            }
+        }
+        Read::ToEnd(reader)
+    };
     let mut out = stdout();
     let mut line = Vec::new();
     for record in &last {
@@ -99,33 +148,23 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         }
     }
     out.flush()?;
-    if !args.follow || error.is_some() {
+    let mut tailer = match read {
+        Read::Following(tailer) => tailer,
+        Read::ToEnd(reader) => {
+            finish(out)?;
+            let (name, decoder) = finish_reader(reader);
+            let status = read_status(&name, &decoder, error)?;
+            return Ok(if not_batches {
+                status.max(Status::Corrupt)
+            } else {
+                status
+            });
+        }
+    };
+    if error.is_some() {
         finish(out)?;
-        let (name, decoder) = finish_reader(reader);
-        let status = read_status(&name, &decoder, error)?;
-        return Ok(if not_batches {
-            status.max(Status::Corrupt)
-        } else {
-            status
-        });
+        return read_status(&path.display().to_string(), tailer.decoder(), error);
     }
-
-    // Go on with the same decoder: it holds any record begun before EOF. The bytes the
-    // reader had read but the decoder had not consumed are read again from the file,
-    // which is expected to be growing: no note about it changing.
-    let (_, decoder) = reader.into_parts();
-    let mut file = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| Failure::io(path, e))?;
-    file.seek(SeekFrom::Start(decoder.offset()))
-        .await
-        .map_err(|e| Failure::io(path, e))?;
-    // Watched by path: a log cut, replaced or rewritten under the follower ends the
-    // follow with an error instead of joining old and new bytes into one record.
-    let mut tailer = LogTailer::follow_file(file, path, decoder)
-        .await
-        .map_err(|e| Failure::log(path, e))?
-        .with_poll_interval(Duration::from_millis(args.poll_interval.max(1)));
     while let Some(record) = tailer.next_record().await {
         match record {
             Ok(record) => {
