@@ -9,20 +9,20 @@ checked on every change instead of traced by hand.
 What it reads: every `crate::...`, `super::...` and `self::...` path in src/ (outside
 src/bin, comments and string literals; `use` trees with braces expanded), resolved to
 the longest module prefix that names a file; a path into a child module
-(`replica::Replica` in logdir/mod.rs) counts as well. A path `crate::Name` whose first segment
+(`ship::ShipSource` in logdir/mod.rs) counts as well. A path `crate::Name` whose first segment
 is not a module is an item re-exported by lib.rs: it counts as an arrow up (through the
 roof), and is traced to the module lib.rs takes it from. Code under `#[cfg(test)]`
 (unit tests, inline or in a file declared `#[cfg(test)] mod tests;`) is listed apart: a test may build its input with a higher layer.
 
-Rooms are the top-level modules (a folder or a root file), with logdir/replica a room
-of its own. Layers, bottom up (a room may import its own layer and those below):
+Rooms are the top-level modules (a folder or a root file). Layers, bottom up (a room
+may import its own layer and those below):
 
     0  leaves: names, position, log_id, read_at, open, observe
     1  format
     2  codec, decoder
     3  reader, writer, error (the top error, which wraps the layers' errors)
     4  logdir
-    5  replica (logdir/replica)
+    5  replica
 
 Output: the rooms and their arrows, import circles between rooms (strongly connected
 components), arrows up (each with the imports behind it), and a summary line. With
@@ -58,7 +58,7 @@ LAYERS = {
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
-# Replication (logdir/replica) reaches the directory through `logdir::ship::ShipSource`
+# Replication (replica/) reaches the directory through `logdir::ship::ShipSource`
 # alone. Rust's privacy cannot say so (a child module sees its parent's private
 # items), so this is checked here: the directory's state and its lock-holding
 # accessors are never named in the replica room.
@@ -197,8 +197,6 @@ def module_of(path, src):
 def room_of(module):
     if not module:
         return "lib"
-    if module[:2] == ("logdir", "replica"):
-        return "replica"
     return module[0]
 
 

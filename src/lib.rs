@@ -80,8 +80,8 @@
 #![doc(test(attr(deny(warnings))))]
 
 // The layers, bottom up: the bytes (`format`), assembling records (`decoder`), the
-// tokio-util codecs (`codec`), files (`reader`, `writer`), the segmented directory and its
-// replication (`logdir`). Leaves every layer may use: `error`, `position`, `log_id`, `observe`,
+// tokio-util codecs (`codec`), files (`reader`, `writer`), the segmented directory
+// (`logdir`), shipping it to replicas (`replica`). Leaves every layer may use: `error`, `position`, `log_id`, `observe`,
 // `read_at`, `open`, `names`. This file only declares and re-exports.
 mod codec;
 mod decoder;
@@ -95,6 +95,7 @@ mod open;
 mod position;
 mod read_at;
 mod reader;
+mod replica;
 mod writer;
 
 pub use codec::recordio;
@@ -115,9 +116,6 @@ pub use decoder::{
 pub use error::{Error, LogChange};
 pub use format::fragment::Dialect;
 pub use format::{block_start, Position, RecordType, BLOCK_SIZE, HEADER_SIZE};
-/// The version of the replication protocol (see [`Replica`]).
-pub use logdir::replica::PROTOCOL_VERSION as REPLICATION_PROTOCOL_VERSION;
-pub use logdir::replica::{Replica, ShipStats, SyncEnd};
 pub use logdir::{
     DirReader, DirRecord, Epoch, History, LogDir, LogDirOptions, LogId, LogPosition,
     ParsePositionError, RetentionHold, SegmentInfo, SegmentList, DEFAULT_WAKE_INTERVAL,
@@ -128,6 +126,9 @@ pub use reader::{
     split_ranges, ChunkReader, LogReader, LogRecord, LogTailer, ReadAhead, ReadAheadBuilder,
     CHUNK_ALIGN,
 };
+/// The version of the replication protocol (see [`Replica`]).
+pub use replica::PROTOCOL_VERSION as REPLICATION_PROTOCOL_VERSION;
+pub use replica::{Replica, ShipStats, SyncEnd};
 pub use writer::record_writer::{LogWriter, RecordWriter};
 pub use writer::{AsyncLogWriter, WriterOptions, WriterStats};
 

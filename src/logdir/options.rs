@@ -50,8 +50,8 @@ pub struct LogDirOptions {
     pub(super) writer: WriterOptions,
     pub(super) retain_bytes: Option<u64>,
     pub(super) retain_age: Option<Duration>,
-    /// Replication's knobs, set by its builder methods (in `replica/options.rs`).
-    pub(super) replica: ReplicaOptions,
+    /// Replication's knobs, set by its builder methods (in `crate::replica::options`).
+    pub(crate) replica: ReplicaOptions,
     pub(super) recycle_segments: usize,
     pub(super) dialect: Dialect,
     pub(super) storage: Arc<dyn DirStorage>,

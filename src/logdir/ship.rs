@@ -1,4 +1,4 @@
-//! [`ShipSource`]: what log shipping (`logdir/replica`) may see of a directory.
+//! [`ShipSource`]: what log shipping (`crate::replica`) may see of a directory.
 //!
 //! Why it is narrow: the directory's catalog (its segments, pins, truncations,
 //! pool of reusable files) and its active writer are kept consistent by the
@@ -141,9 +141,9 @@ pub(crate) enum PinRefused {
     PastEnd { end: LogPosition },
 }
 
-/// The log's identity as it stands: see [`ShipSource::identity`].
+/// The log as it stands, for a sender: see [`ShipSource::standing`].
 #[derive(Debug, Clone)]
-pub(crate) struct Identity {
+pub(crate) struct Standing {
     pub(crate) log_id: LogId,
     pub(crate) history: History,
     /// The oldest segment kept.
@@ -231,9 +231,9 @@ impl ShipSource {
 
     /// The log's id, history, first segment and count of truncations, read at
     /// once.
-    pub(crate) fn identity(&self) -> Identity {
+    pub(crate) fn standing(&self) -> Standing {
         let catalog = self.inner.catalog();
-        Identity {
+        Standing {
             log_id: catalog.history.log_id,
             history: catalog.history.history.clone(),
             first: catalog.first,

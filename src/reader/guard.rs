@@ -30,7 +30,7 @@ pub(crate) struct FileGuard {
     path: PathBuf,
     /// The file being read (the same open file, not the path, which may move on).
     file: Arc<File>,
-    identity: Identity,
+    file_id: FileId,
     /// The last bytes read, ending at the read offset.
     recent: BytesMut,
     /// Where the zeros at the end of what was read begin (the read offset when the
@@ -42,24 +42,24 @@ pub(crate) struct FileGuard {
 
 /// Which file a path names: device and inode where the platform has them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Identity {
+struct FileId {
     device: u64,
     inode: u64,
 }
 
-impl Identity {
+impl FileId {
     #[cfg(unix)]
-    fn of(metadata: &std::fs::Metadata) -> Identity {
+    fn of(metadata: &std::fs::Metadata) -> FileId {
         use std::os::unix::fs::MetadataExt;
-        Identity {
+        FileId {
             device: metadata.dev(),
             inode: metadata.ino(),
         }
     }
 
     #[cfg(not(unix))]
-    fn of(_: &std::fs::Metadata) -> Identity {
-        Identity {
+    fn of(_: &std::fs::Metadata) -> FileId {
+        FileId {
             device: 0,
             inode: 0,
         }
@@ -71,7 +71,7 @@ impl Identity {
 pub(crate) struct Check {
     path: PathBuf,
     file: Arc<File>,
-    identity: Identity,
+    file_id: FileId,
     read_end: u64,
     /// The end of the last record returned: a change before it is an error, one
     /// after it only means the reader must read again from it.
@@ -101,9 +101,9 @@ impl FileGuard {
         reading: &std::fs::Metadata,
         read_end: u64,
     ) -> Result<FileGuard, Error> {
-        let identity = Identity::of(reading);
+        let file_id = FileId::of(reading);
         let file = open_to_read(&path)?;
-        if Identity::of(&file.metadata()?) != identity {
+        if FileId::of(&file.metadata()?) != file_id {
             return Err(Error::LogChanged(LogChange::Replaced));
         }
         let len = file.metadata()?.len();
@@ -123,7 +123,7 @@ impl FileGuard {
         Ok(FileGuard {
             path,
             file: Arc::new(file),
-            identity,
+            file_id,
             recent,
             zeros_from,
             end: read_end,
@@ -181,7 +181,7 @@ impl FileGuard {
         Check {
             path: self.path.clone(),
             file: self.file.clone(),
-            identity: self.identity,
+            file_id: self.file_id,
             read_end,
             returned_end: returned_end.min(read_end),
             recent: std::mem::take(&mut self.recent),
@@ -348,7 +348,7 @@ impl Check {
     /// and left in place when a read would wait.
     fn run_reading(&mut self, read: ReadExact) -> Result<Result<Checked, Error>, WouldWait> {
         match std::fs::metadata(&self.path) {
-            Ok(metadata) if Identity::of(&metadata) == self.identity => {}
+            Ok(metadata) if FileId::of(&metadata) == self.file_id => {}
             Ok(_) => return Ok(Err(Error::LogChanged(LogChange::Replaced))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Ok(Err(Error::LogChanged(LogChange::Removed)))

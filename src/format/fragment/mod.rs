@@ -65,7 +65,9 @@
 
 use std::ops::Range;
 
-use crate::format::{fragment_crc_in_place, fragment_crc_recyclable, mask, unmask, BLOCK_SIZE};
+pub use build::{legacy_header, recyclable_header, wal_sync_header};
+
+use crate::format::{fragment_crc_in_place, unmask, BLOCK_SIZE};
 
 /// Size of a legacy fragment header (LevelDB's, and RocksDB's types 0–4, 9, 10, 130).
 pub const LEGACY_HEADER_SIZE: usize = 7;
@@ -846,77 +848,6 @@ pub(crate) fn intact_fragment(bytes: &[u8]) -> Option<(FragmentType, usize)> {
         .then_some((fragment_type, fragment_len))
 }
 
-/// Builds a legacy (7-byte) header for a fragment of type `type_byte`: LevelDB's
-/// header, and RocksDB's for its legacy types.
-///
-/// ```
-/// use walcodec::fragment::{legacy_header, Part};
-/// assert_eq!(legacy_header(Part::Full.type_byte(false), b"foo"), *b"\xdd\x5f\xb3\x7a\x03\x00\x01");
-/// ```
-#[inline]
-pub fn legacy_header(type_byte: u8, payload: &[u8]) -> [u8; LEGACY_HEADER_SIZE] {
-    debug_assert!(payload.len() <= BLOCK_SIZE - LEGACY_HEADER_SIZE);
-    let checksum = mask(crate::format::fragment_crc(type_byte, payload)).to_le_bytes();
-    let length = (payload.len() as u16).to_le_bytes();
-    [
-        checksum[0],
-        checksum[1],
-        checksum[2],
-        checksum[3],
-        length[0],
-        length[1],
-        type_byte,
-    ]
-}
-
-/// Builds a recyclable (11-byte) header for a fragment of type `type_byte` in log
-/// `log_number` (its low 32 bits are stored and checksummed).
-#[inline]
-pub fn recyclable_header(
-    type_byte: u8,
-    log_number: u64,
-    payload: &[u8],
-) -> [u8; RECYCLABLE_HEADER_SIZE] {
-    debug_assert!(payload.len() <= BLOCK_SIZE - RECYCLABLE_HEADER_SIZE);
-    let number = (log_number as u32).to_le_bytes();
-    let checksum = mask(fragment_crc_recyclable(type_byte, number, payload)).to_le_bytes();
-    let length = (payload.len() as u16).to_le_bytes();
-    [
-        checksum[0],
-        checksum[1],
-        checksum[2],
-        checksum[3],
-        length[0],
-        length[1],
-        type_byte,
-        number[0],
-        number[1],
-        number[2],
-        number[3],
-    ]
-}
-
-/// Builds Pebble's WAL-sync (19-byte) header for a fragment of type `type_byte`
-/// (9–12) in log `log_number` (its low 32 bits are stored), promising the log
-/// synced up to `synced_offset`. The checksum covers type, log number, synced
-/// offset and payload.
-#[inline]
-pub fn wal_sync_header(
-    type_byte: u8,
-    log_number: u64,
-    synced_offset: u64,
-    payload: &[u8],
-) -> [u8; WAL_SYNC_HEADER_SIZE] {
-    debug_assert!(payload.len() <= BLOCK_SIZE - WAL_SYNC_HEADER_SIZE);
-    let mut header = [0; WAL_SYNC_HEADER_SIZE];
-    header[4..6].copy_from_slice(&(payload.len() as u16).to_le_bytes());
-    header[6] = type_byte;
-    header[7..11].copy_from_slice(&(log_number as u32).to_le_bytes());
-    header[11..19].copy_from_slice(&synced_offset.to_le_bytes());
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[6..]), payload);
-    header[..4].copy_from_slice(&mask(crc).to_le_bytes());
-    header
-}
-
+mod build;
 #[cfg(test)]
 mod tests;

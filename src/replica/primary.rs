@@ -181,7 +181,7 @@ impl Primary {
         };
         // The truncations counted with the history sent: any later one that cuts
         // what the replica holds is found while shipping.
-        let ours = self.source.identity();
+        let ours = self.source.standing();
         let end = self.source.end();
         let (record, last) = match theirs.last {
             None => (RecordCheck::Nothing, None),
