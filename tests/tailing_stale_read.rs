@@ -18,6 +18,7 @@
 //! on its poll; the test's shorter sleep ends only when every task is idle, so its
 //! write lands exactly between the follower's two reads. Nothing is timed.
 
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -25,8 +26,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use walcodec::{
-    Corruption, CorruptionKind, LogDecoder, LogDecoderBuilder, LogEncoder, LogTailer, Position,
-    Recovery,
+    Corruption, CorruptionKind, Error, LogDecoder, LogDecoderBuilder, LogEncoder, LogRecord,
+    LogTailer, Position, Recovery,
 };
 
 const POLL: Duration = Duration::from_secs(1);
@@ -59,25 +60,41 @@ fn log_of(sizes: &[usize]) -> (BytesMut, Vec<Position>) {
     (log, positions)
 }
 
-/// The log as a read racing its writer sees it: the page at `page_at` still zeros,
-/// every byte after it written; the file is preallocated to a whole block past the
-/// end.
-fn write_stale(path: &Path, log: &[u8], page_at: usize) {
+/// The log as a read racing its writer sees it: `zeros` not written yet, every byte
+/// after them written; the file is preallocated to a whole block past the end.
+fn write_stale(path: &Path, log: &[u8], zeros: Range<usize>) {
     let mut bytes = log.to_vec();
-    bytes[page_at..page_at + PAGE].fill(0);
+    bytes[zeros].fill(0);
     let preallocated = (log.len() as u64).next_multiple_of(BLOCK) + BLOCK;
     bytes.resize(preallocated as usize, 0);
     std::fs::write(path, bytes).unwrap();
 }
 
-/// The writer's copy of the stale page lands.
-fn fill_page(path: &Path, log: &[u8], page_at: usize) {
+/// The writer's bytes land where `zeros` were.
+fn fill(path: &Path, log: &[u8], zeros: Range<usize>) {
     let out = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    out.write_all_at(&log[page_at..page_at + PAGE], page_at as u64)
+    out.write_all_at(&log[zeros.clone()], zeros.start as u64)
         .unwrap();
 }
 
-async fn tailer(path: &Path, builder: &LogDecoderBuilder) -> LogTailer<tokio::fs::File> {
+type Tailer = LogTailer<tokio::fs::File>;
+
+/// The tailer's next record, read while `write` lands between its first look and
+/// its next poll.
+async fn next_while(
+    mut tail: Tailer,
+    write: impl FnOnce(),
+) -> (Tailer, Option<Result<LogRecord, Error>>) {
+    let reading = tokio::spawn(async move {
+        let record = tail.next_record().await;
+        (tail, record)
+    });
+    tokio::time::sleep(BEFORE_THE_POLL).await;
+    write();
+    reading.await.unwrap()
+}
+
+async fn tailer(path: &Path, builder: &LogDecoderBuilder) -> Tailer {
     LogTailer::open_at(path, 0, builder)
         .await
         .unwrap()
@@ -95,21 +112,15 @@ async fn zeros_read_in_the_middle_of_a_record_are_read_again_not_reported() {
         let path = dir.path().join("000001.log");
         let (log, positions) = log_of(&[100, 70_000, 10]);
         assert!(positions[1].start < BLOCK && positions[1].end > 2 * BLOCK);
-        write_stale(&path, &log, BLOCK as usize);
+        let page = BLOCK as usize..BLOCK as usize + PAGE;
+        write_stale(&path, &log, page.clone());
         let (builder, reports) = reporting(recovery);
         let mut tail = tailer(&path, &builder).await;
         assert_eq!(
             tail.next_record().await.unwrap().unwrap().position,
             positions[0]
         );
-
-        let reading = tokio::spawn(async move {
-            let record = tail.next_record().await;
-            (tail, record)
-        });
-        tokio::time::sleep(BEFORE_THE_POLL).await;
-        fill_page(&path, &log, BLOCK as usize);
-        let (mut tail, record) = reading.await.unwrap();
+        let (mut tail, record) = next_while(tail, || fill(&path, &log, page)).await;
         let record = record.unwrap().unwrap();
         assert_eq!(record.position, positions[1], "{recovery:?}");
         assert_eq!(record.data, vec![1u8; 70_000], "{recovery:?}");
@@ -148,9 +159,7 @@ async fn damage_believed_is_reported_once_while_zeros_after_it_hold_the_follower
         .collect();
     assert_eq!(after[1].end, BLOCK);
     let zeros = after[0].start as usize..PAGE;
-    let mut bytes = log.to_vec();
-    bytes[zeros.clone()].fill(0);
-    std::fs::write(&path, &bytes).unwrap();
+    write_stale(&path, &log, zeros.clone());
 
     let (builder, reports) = reporting(Recovery::SkipCorrupted);
     let mut tail = tailer(&path, &builder).await;
@@ -162,10 +171,7 @@ async fn damage_believed_is_reported_once_while_zeros_after_it_hold_the_follower
         reported[..reported.len().min(4)],
         [(stray, CorruptionKind::MissingStart)]
     );
-    // The writer's bytes land where the zeros were.
-    let out = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-    out.write_all_at(&log[zeros.clone()], zeros.start as u64)
-        .unwrap();
+    fill(&path, &log, zeros);
     for expected in &after {
         assert_eq!(
             tail.next_record().await.unwrap().unwrap().position,
@@ -192,25 +198,14 @@ async fn zeros_read_in_the_middle_of_a_block_hide_no_record() {
         assert_eq!(positions[3].end, BLOCK);
         // Page 1 (4096..8192) read stale from the end of record 0 on: record 0 was
         // read before, whole.
-        let mut stale = log.to_vec();
-        stale[5_000..2 * PAGE].fill(0);
-        let preallocated = (log.len() as u64).next_multiple_of(BLOCK) + BLOCK;
-        stale.resize(preallocated as usize, 0);
-        std::fs::write(&path, stale).unwrap();
+        write_stale(&path, &log, 5_000..2 * PAGE);
         let (builder, reports) = reporting(recovery);
         let mut tail = tailer(&path, &builder).await;
         assert_eq!(
             tail.next_record().await.unwrap().unwrap().position,
             positions[0]
         );
-
-        let reading = tokio::spawn(async move {
-            let record = tail.next_record().await;
-            (tail, record)
-        });
-        tokio::time::sleep(BEFORE_THE_POLL).await;
-        fill_page(&path, &log, PAGE);
-        let (mut tail, record) = reading.await.unwrap();
+        let (mut tail, record) = next_while(tail, || fill(&path, &log, PAGE..2 * PAGE)).await;
         assert_eq!(
             record.unwrap().unwrap().position,
             positions[1],
@@ -247,14 +242,9 @@ async fn damage_read_the_same_before_a_complete_record_is_reported_once() {
         tail.next_record().await.unwrap().unwrap().position,
         positions[0]
     );
-    let reading = tokio::spawn(async move {
-        let record = tail.next_record().await;
-        (tail, record)
-    });
-    tokio::time::sleep(BEFORE_THE_POLL).await;
     // Doubted, not yet believed: nothing reported while the follower waits.
-    assert_eq!(*reports.lock().unwrap(), []);
-    let (mut tail, record) = reading.await.unwrap();
+    let nothing_yet = || assert_eq!(*reports.lock().unwrap(), []);
+    let (mut tail, record) = next_while(tail, nothing_yet).await;
     assert_eq!(record.unwrap().unwrap().position, positions[3]);
     assert_eq!(
         *reports.lock().unwrap(),
