@@ -142,26 +142,13 @@ impl Walk {
             (from, catalog.truncations.len())
         };
         let end = DurableWatch::new(inner.subscribe(), LogDirOptions::DEFAULT_WAKE_INTERVAL);
-        Ok(Walk {
-            dir: inner.dir().to_path_buf(),
-            pebble: inner.options.pebble(),
-            source: Source::Writer {
-                inner,
-                end,
-                truncations_seen,
-            },
-            follow: false,
-            poll_interval: LogTailer::DEFAULT_POLL_INTERVAL,
-            segment: from.segment,
-            start_offset: from.offset,
-            cursor: None,
-            position: from,
-            failed: false,
-            no_wait: false,
-            at_end: false,
-            holes_checked: None,
-            decoded: None,
-        })
+        let (dir, pebble) = (inner.dir().to_path_buf(), inner.options.pebble());
+        let source = Source::Writer {
+            inner,
+            end,
+            truncations_seen,
+        };
+        Ok(Walk::at(dir, source, pebble, from))
     }
 
     pub(super) async fn open(path: impl AsRef<Path>, from: LogPosition) -> Result<Walk, Error> {
@@ -183,9 +170,14 @@ impl Walk {
             .first()
             .map_or(purged_through.segment + 1, |segment| segment.number);
         let from = crate::logdir::resolve_start(from, first, purged_through)?;
-        Ok(Walk {
+        Ok(Walk::at(dir, Source::Files, pebble, from))
+    }
+
+    /// A walk of the log in `dir` through `source`, about to read from `from`.
+    fn at(dir: PathBuf, source: Source, pebble: bool, from: LogPosition) -> Walk {
+        Walk {
             dir,
-            source: Source::Files,
+            source,
             pebble,
             follow: false,
             poll_interval: LogTailer::DEFAULT_POLL_INTERVAL,
@@ -198,7 +190,7 @@ impl Walk {
             at_end: false,
             holes_checked: None,
             decoded: None,
-        })
+        }
     }
 
     /// The next record; `None` at the end of what is readable (a follower waits
