@@ -140,14 +140,14 @@ impl Writer {
     /// last batch fired run and queue their next writes before this batch closes.
     ///
     /// Why: the first store to send wakes this task into the runtime's LIFO slot,
-    /// which polls it before the other stores it woke. Without yielding, a batch
-    /// held the few writes queued by then and the rest waited a whole sync: the
-    /// groups split into two cohorts that took turns, about 34 writes a sync at 64
-    /// groups instead of about 60, twice the syncs a write (`benches/groups.rs`).
-    /// When the host's CPUs are busy with other processes, each sync costs about a
-    /// scheduler tick more than the disk's time (the syncing thread waits that long
-    /// for a CPU once the disk is done), so writes per sync is what throughput
-    /// rests on. A lone store pays one yield a batch (a few microseconds).
+    /// which polls it before the other stores the last batch woke. Without
+    /// yielding, a batch held the few writes queued by then and the rest waited a
+    /// whole sync: the groups split into two cohorts that took turns, about 33
+    /// writes a sync at 64 groups instead of about 60 (`benches/groups.rs`).
+    /// When other processes keep the machine's cores busy, each sync costs up to
+    /// a scheduler tick more than the disk's time (the syncing thread waits that
+    /// long for a core once the disk is done), so the writes a sync carries are
+    /// what throughput rests on. A lone store pays one yield a batch.
     async fn let_woken_stores_queue(&self) {
         let mut seen = self.ops.len();
         for _ in 0..MAX_GATHER_YIELDS {
