@@ -16,7 +16,9 @@
 #                                            # SharedLog, a LogStore per group and one
 #                                            # shared RocksDB (WAL synced per write
 #                                            # batch), 1, 16, 64 and 256 groups
-#                                            # (WALCODEC_BENCH_GROUPS, WALCODEC_BENCH_DIR)
+#                                            # (WALCODEC_BENCH_GROUPS, WALCODEC_BENCH_DIR,
+#                                            # WALCODEC_BENCH_ROUNDS; WALCODEC_BENCH_STORES=
+#                                            # rocksdb leaves out the store per group)
 #   scripts/raft-cluster-bench.sh groups-cluster  # three nodes, each in every one of
 #                                            # 64 groups (leaders spread): a SharedLog
 #                                            # per node against a LogStore per group

@@ -8,7 +8,18 @@
 //!
 //! `cargo bench -p walcodec-raft --bench groups` (`WALCODEC_BENCH_DIR` picks the
 //! disk; the default is the temp directory; `WALCODEC_BENCH_GROUPS=1,16,64,256`
-//! picks the group counts, `WALCODEC_BENCH_ROUNDS=3` the rounds).
+//! picks the group counts, `WALCODEC_BENCH_ROUNDS=3` the rounds;
+//! `WALCODEC_BENCH_STORES=rocksdb` runs `SharedLog` against only the contenders
+//! whose names hold one of its comma-separated words).
+//!
+//! Both walcodec contenders run with their defaults, segments preallocated
+//! included (the counting storage passes preallocation on and counts its sync).
+//! The runs are short (8,000 appends a contender, under a second for the shared
+//! stores): run it on a machine that is otherwise idle, or read the load beside
+//! the figures. On a machine whose cores other processes keep busy, every sync
+//! takes the disk's time plus the wait for a core once the disk is done (up to a
+//! scheduler tick: 4 ms at 250 Hz), so the writes each sync carries decide
+//! throughput there.
 //!
 //! `raft/cluster-bench`'s `groups` binary runs this file as a module with a third
 //! contender, a shared RocksDB (`scripts/raft-cluster-bench.sh groups`): the
@@ -33,8 +44,10 @@ use walcodec::testing::{DirStorage, FileStorage, Storage};
 use walcodec::LogDirOptions;
 use walcodec_raft::{LogStore, SharedLog};
 
-/// Appends in all, spread over the groups (each group at least `MIN_PER_GROUP`).
-const TOTAL: u64 = 2000;
+/// Appends in all, spread over the groups (each group at least `MIN_PER_GROUP`):
+/// enough that a run of the shared stores lasts a tenth of a second or more, well
+/// past the scheduler's ticks.
+const TOTAL: u64 = 8000;
 const MIN_PER_GROUP: u64 = 10;
 /// Rounds unless `WALCODEC_BENCH_ROUNDS` says otherwise.
 const ROUNDS: usize = 3;
@@ -53,6 +66,16 @@ pub(crate) struct Syncs {
 }
 
 impl Syncs {
+    /// Runs `sync` (one sync of a file), counting and timing it.
+    fn time(&self, sync: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+        let started = Instant::now();
+        let result = sync();
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        result
+    }
+
     /// The count and the time spent so far.
     pub(crate) fn read(&self) -> (u64, Duration) {
         (
@@ -86,16 +109,18 @@ impl Storage for CountingFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        let started = Instant::now();
-        let result = self.inner.sync();
-        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.syncs.nanos.fetch_add(nanos, Ordering::Relaxed);
-        self.syncs.count.fetch_add(1, Ordering::Relaxed);
-        result
+        self.syncs.time(|| self.inner.sync())
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         self.inner.truncate(len)
+    }
+
+    /// Passed on, as the file's own storage does it (zeros written and synced
+    /// ahead of the log, the default), and counted as a sync: without it the
+    /// files grew with every write, which is not how either store runs.
+    fn preallocate(&mut self, from: u64, to: u64) -> io::Result<()> {
+        self.syncs.time(|| self.inner.preallocate(from, to))
     }
 }
 
@@ -255,6 +280,15 @@ pub(crate) fn run(others: Vec<Contender>) {
         },
     ];
     contenders.extend(others);
+    if let Ok(only) = std::env::var("WALCODEC_BENCH_STORES") {
+        let only = only.to_lowercase();
+        contenders.retain(|c| {
+            c.name == SHARED
+                || only
+                    .split(',')
+                    .any(|word| c.name.to_lowercase().contains(word.trim()))
+        });
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -1,6 +1,7 @@
 //! `SharedLog`: many groups' stores on one log. openraft's suite on one group
 //! while others write; a seeded model of many groups with closes and reopens;
-//! group commit across groups (one sync for what every group queued); a bad call
+//! group commit across groups (one sync for what every group queued, and for
+//! the groups a sync released, which queue again before the next batch); a bad call
 //! failing alone; an I/O failure poisoning every group; groups kept apart.
 
 use crate::support;
@@ -269,6 +270,53 @@ async fn what_every_group_queued_goes_out_with_one_sync() {
         let entries = store.try_get_log_entries(..).await.unwrap();
         let ids: Vec<_> = entries.iter().map(|e| e.log_id).collect();
         assert_eq!(ids, vec![log_id(1, g)], "group {g}");
+        store.close().await.unwrap();
+    }
+    shared.close().await.unwrap();
+}
+
+/// One writer per group, each appending one entry at a time and awaiting its
+/// flush (openraft's way): the groups a batch's sync released queue their next
+/// entries before the next batch closes, so every round of appends shares one
+/// sync. Without that, the first group to queue woke the log's writer ahead of
+/// the rest, and the groups split into two cohorts taking turns: twice the syncs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn groups_released_by_a_sync_share_the_next_one() {
+    const GROUPS: u64 = 32;
+    const ROUNDS: u64 = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let syncs = Arc::new(Syncs::default());
+    let shared = open_counted(dir.path(), &syncs).await;
+    let mut stores = Vec::new();
+    for g in 0..GROUPS {
+        stores.push(shared.store::<TypeConfig>(g).await.unwrap());
+    }
+    let before = syncs.count.load(Ordering::SeqCst);
+    let writers: Vec<_> = stores
+        .into_iter()
+        .map(|mut store| {
+            tokio::spawn(async move {
+                for i in 0..ROUNDS {
+                    store.blocking_append([entry(1, i)]).await.unwrap();
+                }
+                store
+            })
+        })
+        .collect();
+    let mut stores = Vec::new();
+    for writer in writers {
+        stores.push(writer.await.unwrap());
+    }
+    let synced = syncs.count.load(Ordering::SeqCst) - before;
+    // A round is one batch once the groups are in step (the first rounds may
+    // take two while the writers start); two cohorts would take 2 * ROUNDS.
+    assert!(
+        synced <= ROUNDS * 5 / 4,
+        "{synced} syncs for {ROUNDS} rounds of {GROUPS} groups' appends"
+    );
+    for mut store in stores {
+        let entries = store.try_get_log_entries(..).await.unwrap();
+        assert_eq!(entries.len() as u64, ROUNDS);
         store.close().await.unwrap();
     }
     shared.close().await.unwrap();

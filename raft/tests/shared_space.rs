@@ -29,15 +29,21 @@ const THRESHOLD: u64 = 24 << 10;
 const LAGGING: u64 = 1000;
 
 /// The bytes of the directory's sealed segment files (the active one, the
-/// last, is preallocated).
+/// last, is preallocated). The log's writer may delete a segment while this
+/// looks (it reclaims space after each batch, on its own task): a file gone
+/// between the listing and its size holds nothing.
 fn dir_bytes(dir: &Path) -> u64 {
     let mut files: Vec<(String, u64)> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap())
         .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
-        .map(|e| {
-            let len = e.metadata().unwrap().len();
-            (e.file_name().to_string_lossy().into_owned(), len)
+        .filter_map(|e| {
+            let len = match e.metadata() {
+                Ok(metadata) => metadata.len(),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
+                Err(error) => panic!("{error}"),
+            };
+            Some((e.file_name().to_string_lossy().into_owned(), len))
         })
         .collect();
     files.sort();

@@ -11,6 +11,13 @@
 //! one sync. So RocksDB shares syncs across groups too; its syncs per write are
 //! its own count (the statistics ticker `rocksdb.wal.synced`).
 //!
+//! RocksDB runs with its defaults, as the walcodec stores do with theirs: its
+//! WAL preallocated with `fallocate(FALLOC_FL_KEEP_SIZE)` (1.1x the write
+//! buffer), which still grows the file's size with each write (walcodec's
+//! segments are preallocated with zeros written and synced, so a sync commits no
+//! size); no recycled logs; `manual_wal_flush` off; one `fdatasync` per write
+//! group.
+//!
 //! `scripts/raft-cluster-bench.sh groups` builds it with the `rocksdb` feature
 //! (Debian's librocksdb) and runs it; built without the feature it runs the other
 //! two and says RocksDB was skipped. `WALCODEC_BENCH_GROUPS` and
