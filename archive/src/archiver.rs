@@ -96,8 +96,19 @@ impl ReadAll {
 ///
 /// The manifest is the only record of what is archived, and it is written after
 /// the object it lists. Cancelling [`run`](Self::run) at any await point, or
-/// killing the process, leaves at worst an object not yet listed: the next run
-/// uploads it again under the same name and lists it once.
+/// killing the process, leaves at worst objects not yet listed (up to three: the
+/// segment being listed and the two uploading behind it): the next run uploads
+/// them again under the same names and lists each once.
+///
+/// # Pipelining
+///
+/// A segment's upload begins once the one before it has read its last part:
+/// reading and checking it overlap with the end of that upload (its last parts,
+/// its completion, the `HEAD` that checks it) and with the listing before.
+/// Segments are still listed one at a time, in order, each only after its own
+/// object was uploaded and checked; a segment whose upload fails for good is
+/// never listed, nor is any behind it. Memory: at most two segments' parts in
+/// flight (each upload's [`parts`](Self::parts) in flight and the one it reads).
 ///
 /// # Retention
 ///
@@ -502,6 +513,10 @@ impl Archiver {
         stored: &mut Stored,
     ) -> Result<(), ArchiveError> {
         let next = stored.manifest.next_segment();
+        if sealed.last().is_none_or(|&(last, _)| last < next) {
+            // All listed already: what `run` finds at most of its wake-ups.
+            return Ok(());
+        }
         let (listed, listings) = tokio::sync::mpsc::unbounded_channel();
         let (uploaded, listing) = tokio::join!(
             self.upload_segments(dir, sealed, dialect, first, next, listed),
@@ -766,15 +781,9 @@ impl Archiver {
         dialect: Dialect,
         read: &ReadAll,
     ) -> Result<SegmentScan, ArchiveError> {
-        let file = {
-            let opening = path.to_path_buf();
-            tokio::task::spawn_blocking(move || std::fs::File::open(opening))
-                .await
-                .map_err(|e| ArchiveError::io(path, std::io::Error::other(e)))?
-                .map_err(|e| ArchiveError::io(path, e))?
-        };
         let mut reader = PartReader {
-            file: Some(file),
+            file: None,
+            opened: false,
             scan: Some(SegmentScan::new(number, dialect)),
             path: path.to_path_buf(),
         };
@@ -793,20 +802,24 @@ impl Archiver {
             self.progressed(len);
             return Ok(reader.into_scan());
         }
-        let upload = self
-            .bucket
-            .request(
-                &format!("multipart upload of {location}"),
-                self.bucket.store.put_multipart(location),
-            )
-            .await?;
-        let mut upload = WriteMultipart::new_with_chunk_size(upload, self.part_bytes);
+        // The upload is created while the first part is read.
+        let creating = format!("multipart upload of {location}");
+        let (upload, first) = tokio::join!(
+            self.bucket
+                .request(&creating, self.bucket.store.put_multipart(location)),
+            reader.next(part)
+        );
+        let mut upload = WriteMultipart::new_with_chunk_size(upload?, self.part_bytes);
+        let mut first = Some(first);
         let mut left = len;
         let result: Result<(), ArchiveError> = async {
             while left > 0 {
                 let want = left.min(part);
                 // Read and checked while the parts before it are on their way.
-                let bytes = reader.next(want).await?;
+                let bytes = match first.take() {
+                    Some(read) => read?,
+                    None => reader.next(want).await?,
+                };
                 self.bucket
                     .request(
                         &format!("a part of {location}"),
@@ -863,6 +876,10 @@ impl Archiver {
             }
             return Ok(());
         }
+        // Not left to the PUT's or the completion's answer: it holds an e-tag,
+        // not the size, and a body cut short on its way in (a broken proxy) is
+        // stored and answered as whole; only the size the store holds tells. Its
+        // round trip overlaps with the next segment's reading.
         let meta = self
             .bucket
             .request(
@@ -910,10 +927,13 @@ async fn try_lock(dir: &FsPath) -> Result<Option<std::fs::File>, ArchiveError> {
 
 /// Reads a segment file part by part on a blocking thread, each part into a
 /// buffer of its own (never zeroed first), and checks each piece of it as it
-/// lands: one trip to the blocking pool a part, and the bytes gone over while
-/// in cache rather than read back from memory for each pass.
+/// lands: one trip to the blocking pool a part (the file opened on the first),
+/// and the bytes gone over while in cache rather than read back from memory for
+/// each pass.
 struct PartReader {
+    /// `None` before the first read, and after a failed one.
     file: Option<std::fs::File>,
+    opened: bool,
     scan: Option<SegmentScan>,
     path: PathBuf,
 }
@@ -927,22 +947,30 @@ impl PartReader {
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "part too large"),
             )
         })?;
-        let (Some(file), Some(scan)) = (self.file.take(), self.scan.take()) else {
+        let file = self.file.take();
+        let scan = self.scan.take();
+        let (Some(scan), false) = (scan, file.is_none() && self.opened) else {
             // A read failed before: `upload_once` returned its error.
             return Err(ArchiveError::io(
                 &self.path,
                 std::io::Error::other("read after a failed read"),
             ));
         };
+        self.opened = true;
+        let path = self.path.clone();
         let (file, scan, read) = tokio::task::spawn_blocking(move || {
             let mut scan = scan;
+            let file = match file.map_or_else(|| std::fs::File::open(path), Ok) {
+                Ok(file) => file,
+                Err(e) => return (None, scan, Err(e)),
+            };
             let read = read_checked(&file, len, &mut scan);
-            (file, scan, read)
+            (Some(file), scan, read)
         })
         .await
         .map_err(|e| ArchiveError::io(&self.path, std::io::Error::other(e)))?;
         let bytes = read.map_err(|e| ArchiveError::io(&self.path, e))?;
-        self.file = Some(file);
+        self.file = file;
         self.scan = Some(scan);
         Ok(bytes)
     }
