@@ -10,8 +10,7 @@
 //! the archive's path and the plain transfer one after the other, in an order
 //! that alternates from round to round; a ratio is the archive's throughput over
 //! the plain transfer's in the same round, and the figure printed is the median
-//! of the rounds' ratios (each round's is printed too). Each timed transfer
-//! starts after a `sync`, so neither pays for the other's writeback. The machine's load
+//! of the rounds' ratios (each round's is printed too). The machine's load
 //! average is printed before and after: on a shared machine, read the figures
 //! beside it.
 
@@ -113,11 +112,6 @@ fn load() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// Writes the machine's dirty pages back (`sync`), untimed.
-fn settle() {
-    let _ = std::process::Command::new("sync").status();
-}
-
 /// Times `first` then `second`, or the other way round on odd rounds.
 async fn alternate<A, B, FA, FB>(round: usize, a: A, b: B) -> (Duration, Duration)
 where
@@ -127,9 +121,6 @@ where
     FB: std::future::Future<Output = ()>,
 {
     async fn timed<F: std::future::Future<Output = ()>>(f: F) -> Duration {
-        // Each starts with no dirty pages left by the one before (on local files,
-        // the other's writeback would otherwise land in its time).
-        settle();
         let started = Instant::now();
         f.await;
         started.elapsed()
