@@ -1,11 +1,10 @@
 //! [`Archiver`]: ships each sealed segment of a [`LogDir`] to the object store
 //! once, in order, checks it, then lists it in the manifest.
 
-use std::path::{Path as FsPath, PathBuf};
+use std::path::Path as FsPath;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
@@ -14,6 +13,7 @@ use walcodec::{Dialect, LogDir, LogPosition, RetentionHold};
 
 use crate::error::ArchiveError;
 use crate::manifest::{self, now_ms, Manifest, SegmentEntry, Stored};
+use crate::part_reader::{PartReader, ReadAll};
 use crate::scan::SegmentScan;
 use crate::store::{Bucket, RetryPolicy};
 
@@ -35,23 +35,6 @@ const UNLISTED: usize = UPLOADS_AT_ONCE + 1;
 /// Where the upload side sends each segment, uploaded and checked, to be listed
 /// (with its place among the [`UNLISTED`]).
 type Listed = tokio::sync::mpsc::UnboundedSender<(SegmentEntry, tokio::sync::OwnedSemaphorePermit)>;
-
-/// Says once (on the first call) that an upload has read its last part.
-struct ReadAll(Mutex<Option<tokio::sync::oneshot::Sender<()>>>);
-
-impl ReadAll {
-    /// For an upload nobody waits on.
-    fn unwatched() -> ReadAll {
-        ReadAll(Mutex::new(None))
-    }
-
-    fn done(&self) {
-        let sender = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(sender) = sender {
-            let _ = sender.send(());
-        }
-    }
-}
 
 /// Archives a [`LogDir`] to an object store, continuously: each sealed segment is
 /// uploaded once, in order, its upload checked, then listed in the archive's
@@ -618,7 +601,7 @@ impl Archiver {
         permit: tokio::sync::OwnedSemaphorePermit,
     ) -> Result<(SegmentEntry, tokio::sync::OwnedSemaphorePermit), ArchiveError> {
         let path = dir.join(manifest::walcodec_segment_name(number));
-        let read = ReadAll(Mutex::new(Some(read)));
+        let read = ReadAll::new(read);
         let entry = self
             .upload_file(&path, number, len, dialect, true, &read)
             .await?;
@@ -781,12 +764,7 @@ impl Archiver {
         dialect: Dialect,
         read: &ReadAll,
     ) -> Result<SegmentScan, ArchiveError> {
-        let mut reader = PartReader {
-            file: None,
-            opened: false,
-            scan: Some(SegmentScan::new(number, dialect)),
-            path: path.to_path_buf(),
-        };
+        let mut reader = PartReader::new(path, SegmentScan::new(number, dialect));
         let part = self.part_bytes as u64;
         if len <= part {
             let bytes = reader.next(len).await?;
@@ -923,83 +901,4 @@ async fn try_lock(dir: &FsPath) -> Result<Option<std::fs::File>, ArchiveError> {
     })
     .await
     .map_err(|e| ArchiveError::io(dir, std::io::Error::other(e)))?
-}
-
-/// Reads a segment file part by part on a blocking thread, each part into a
-/// buffer of its own (never zeroed first), and checks each piece of it as it
-/// lands: one trip to the blocking pool a part (the file opened on the first),
-/// and the bytes gone over while in cache rather than read back from memory for
-/// each pass.
-struct PartReader {
-    /// `None` before the first read, and after a failed one.
-    file: Option<std::fs::File>,
-    opened: bool,
-    scan: Option<SegmentScan>,
-    path: PathBuf,
-}
-
-impl PartReader {
-    /// The next `len` bytes of the file (a segment: its length is known).
-    async fn next(&mut self, len: u64) -> Result<Bytes, ArchiveError> {
-        let len = usize::try_from(len).map_err(|_| {
-            ArchiveError::io(
-                &self.path,
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, "part too large"),
-            )
-        })?;
-        let file = self.file.take();
-        let scan = self.scan.take();
-        let (Some(scan), false) = (scan, file.is_none() && self.opened) else {
-            // A read failed before: `upload_once` returned its error.
-            return Err(ArchiveError::io(
-                &self.path,
-                std::io::Error::other("read after a failed read"),
-            ));
-        };
-        self.opened = true;
-        let path = self.path.clone();
-        let (file, scan, read) = tokio::task::spawn_blocking(move || {
-            let mut scan = scan;
-            let file = match file.map_or_else(|| std::fs::File::open(path), Ok) {
-                Ok(file) => file,
-                Err(e) => return (None, scan, Err(e)),
-            };
-            let read = read_checked(&file, len, &mut scan);
-            (Some(file), scan, read)
-        })
-        .await
-        .map_err(|e| ArchiveError::io(&self.path, std::io::Error::other(e)))?;
-        let bytes = read.map_err(|e| ArchiveError::io(&self.path, e))?;
-        self.file = file;
-        self.scan = Some(scan);
-        Ok(bytes)
-    }
-
-    fn into_scan(self) -> SegmentScan {
-        self.scan.expect("a scan after each successful read")
-    }
-}
-
-/// Reads exactly `len` bytes of `file`, feeding `scan` each piece as it lands.
-fn read_checked(
-    mut file: &std::fs::File,
-    len: usize,
-    scan: &mut SegmentScan,
-) -> std::io::Result<Bytes> {
-    use std::io::Read;
-    let mut buf = Vec::with_capacity(len);
-    while buf.len() < len {
-        let at = buf.len();
-        let piece = (len - at).min(crate::scan::PIECE) as u64;
-        // `read_to_end` fills the spare capacity without zeroing it first.
-        let got = (&mut file).take(piece).read_to_end(&mut buf)?;
-        if got as u64 != piece {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!("the file ended {} bytes before its length", len - buf.len()),
-            ));
-        }
-        scan.feed(&buf[at..]);
-    }
-    Ok(Bytes::from(buf))
 }
