@@ -1,11 +1,11 @@
 //! [`Archiver`]: ships each sealed segment of a [`LogDir`] to the object store
 //! once, in order, checks it, then lists it in the manifest.
 
-use std::path::{Path as FsPath, PathBuf};
+use std::path::Path as FsPath;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
+use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use tokio::sync::watch;
@@ -13,6 +13,7 @@ use walcodec::{Dialect, LogDir, LogPosition, RetentionHold};
 
 use crate::error::ArchiveError;
 use crate::manifest::{self, now_ms, Manifest, SegmentEntry, Stored};
+use crate::part_reader::{PartReader, ReadAll};
 use crate::scan::SegmentScan;
 use crate::store::{Bucket, RetryPolicy};
 
@@ -23,6 +24,17 @@ pub const DEFAULT_PART_BYTES: usize = 8 << 20;
 pub const DEFAULT_PARTS_IN_FLIGHT: usize = 4;
 
 type Progress = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// Segments uploading at once: the one finishing (its last parts, completion and
+/// check) and the next, reading its first parts meanwhile.
+const UPLOADS_AT_ONCE: usize = 2;
+/// Segments uploaded or uploading and not listed yet, at most: the one being
+/// listed and the [`UPLOADS_AT_ONCE`] after it.
+const UNLISTED: usize = UPLOADS_AT_ONCE + 1;
+
+/// Where the upload side sends each segment, uploaded and checked, to be listed
+/// (with its place among the [`UNLISTED`]).
+type Listed = tokio::sync::mpsc::UnboundedSender<(SegmentEntry, tokio::sync::OwnedSemaphorePermit)>;
 
 /// Archives a [`LogDir`] to an object store, continuously: each sealed segment is
 /// uploaded once, in order, its upload checked, then listed in the archive's
@@ -67,8 +79,19 @@ type Progress = Arc<dyn Fn(u64) + Send + Sync>;
 ///
 /// The manifest is the only record of what is archived, and it is written after
 /// the object it lists. Cancelling [`run`](Self::run) at any await point, or
-/// killing the process, leaves at worst an object not yet listed: the next run
-/// uploads it again under the same name and lists it once.
+/// killing the process, leaves at worst objects not yet listed (up to three: the
+/// segment being listed and the two uploading behind it): the next run uploads
+/// them again under the same names and lists each once.
+///
+/// # Pipelining
+///
+/// A segment's upload begins once the one before it has read its last part:
+/// reading and checking it overlap with the end of that upload (its last parts,
+/// its completion, the `HEAD` that checks it) and with the listing before.
+/// Segments are still listed one at a time, in order, each only after its own
+/// object was uploaded and checked; a segment whose upload fails for good is
+/// never listed, nor is any behind it. Memory: at most two segments' parts in
+/// flight (each upload's [`parts`](Self::parts) in flight and the one it reads).
 ///
 /// # Retention
 ///
@@ -454,12 +477,16 @@ impl Archiver {
     /// Archives those of `sealed` (segments of `dir`, oldest first, with their
     /// lengths; `first` the oldest the directory keeps) the manifest does not list.
     ///
-    /// Each segment's upload overlaps the listing of the one before it (the
-    /// manifest write and its check): the requests of a listing cost no time of
-    /// their own but where a segment is the last to go. Listings still go in
-    /// order, each after its object was uploaded and checked; an upload whose
-    /// predecessor's listing failed is left unlisted (and uploaded again by the
-    /// next run, as after a crash).
+    /// Uploads run as a pipeline beside the listings: the next segment's upload
+    /// begins as soon as the one before it has read its last part, so reading
+    /// and checking it overlaps with the end of that upload (its last parts, the
+    /// completion, the `HEAD` that checks it) and with the listing of the one
+    /// before (the manifest write and its check). At most
+    /// [`UPLOADS_AT_ONCE`] uploads run at once and at most [`UNLISTED`]
+    /// segments wait, uploaded or uploading, for their listing. Listings still go
+    /// in order, each after its object was uploaded and checked; an upload
+    /// whose predecessor's upload or listing failed is left unlisted (and
+    /// uploaded again by the next run, as after a crash).
     async fn archive_segments(
         &self,
         dir: &FsPath,
@@ -468,41 +495,130 @@ impl Archiver {
         first: u64,
         stored: &mut Stored,
     ) -> Result<(), ArchiveError> {
-        // Uploaded and checked, not listed yet.
-        let mut unlisted: Option<SegmentEntry> = None;
-        for &(number, len) in sealed {
-            let next = unlisted.map_or_else(|| stored.manifest.next_segment(), |u| u.number + 1);
-            if number < next {
-                continue;
-            }
-            if number > next || first > next {
-                if let Some(entry) = unlisted.take() {
-                    self.list_segment(entry, stored).await?;
-                }
-                return Err(ArchiveError::Gap {
-                    segment: next,
-                    reason: format!(
-                        "the log directory {} no longer holds it (it starts at segment \
-                         {first}): it was purged before it was archived",
-                        dir.display()
-                    ),
-                });
-            }
-            let object = manifest::segment_object(number);
-            let path = dir.join(manifest::walcodec_segment_name(number));
-            let upload = self.upload_file(&path, number, len, &object, dialect, true);
-            let entry = match unlisted.take() {
-                None => upload.await?,
-                Some(before) => {
-                    let (listed, uploaded) =
-                        tokio::join!(self.list_segment(before, stored), upload);
-                    listed?;
-                    uploaded?
-                }
-            };
-            unlisted = Some(entry);
+        let next = stored.manifest.next_segment();
+        if sealed.last().is_none_or(|&(last, _)| last < next) {
+            // All listed already: what `run` finds at most of its wake-ups.
+            return Ok(());
         }
-        if let Some(entry) = unlisted {
+        let (listed, listings) = tokio::sync::mpsc::unbounded_channel();
+        let (uploaded, listing) = tokio::join!(
+            self.upload_segments(dir, sealed, dialect, first, next, listed),
+            self.list_segments(listings, stored)
+        );
+        // A failed listing stops the uploads: its error is the one to report.
+        listing?;
+        uploaded
+    }
+
+    /// The upload side of [`archive_segments`](Self::archive_segments): uploads
+    /// `sealed` from segment `next` on, and sends each entry, uploaded and
+    /// checked, in order, to `listed`. Returns once every upload begun has been
+    /// sent or has failed, or when the listings stopped.
+    async fn upload_segments(
+        &self,
+        dir: &FsPath,
+        sealed: &[(u64, u64)],
+        dialect: Dialect,
+        first: u64,
+        mut next: u64,
+        listed: Listed,
+    ) -> Result<(), ArchiveError> {
+        let unlisted = Arc::new(tokio::sync::Semaphore::new(UNLISTED));
+        let start = next;
+        let mut todo = sealed
+            .iter()
+            .copied()
+            .filter(move |&(number, _)| number >= start);
+        let mut upcoming = todo.next();
+        let mut uploads = futures::stream::FuturesOrdered::new();
+        // The newest upload's reading, until it has read its last part.
+        let mut reading: Option<tokio::sync::oneshot::Receiver<()>> = None;
+        let mut permit = None;
+        let mut gap = None;
+        loop {
+            if let Some((number, _)) = upcoming.filter(|_| gap.is_none()) {
+                if number > next || first > next {
+                    gap = Some(ArchiveError::Gap {
+                        segment: next,
+                        reason: format!(
+                            "the log directory {} no longer holds it (it starts at segment \
+                             {first}): it was purged before it was archived",
+                            dir.display()
+                        ),
+                    });
+                    continue;
+                }
+            }
+            if uploads.is_empty() {
+                // Nothing reading (an upload that ends has read its parts, or failed).
+                reading = None;
+                if gap.is_some() || upcoming.is_none() {
+                    return gap.map_or(Ok(()), Err);
+                }
+            }
+            let may_start = gap.is_none()
+                && upcoming.is_some()
+                && reading.is_none()
+                && uploads.len() < UPLOADS_AT_ONCE;
+            if may_start {
+                if let (Some((number, len)), Some(permit)) = (upcoming, permit.take()) {
+                    let (read, read_all) = tokio::sync::oneshot::channel();
+                    reading = Some(read_all);
+                    uploads.push_back(self.upload_segment(dir, number, len, dialect, read, permit));
+                    next = number + 1;
+                    upcoming = todo.next();
+                    continue;
+                }
+            }
+            tokio::select! {
+                _ = listed.closed() => return Ok(()),
+                Some(done) = uploads.next(), if !uploads.is_empty() => {
+                    // In order: every upload begun before this one was sent already.
+                    if listed.send(done?).is_err() {
+                        return Ok(());
+                    }
+                }
+                _ = async { reading.as_mut().expect("guarded").await }, if reading.is_some() => {
+                    // Read to its end, or failed (its error comes out in order).
+                    reading = None;
+                }
+                acquired = Arc::clone(&unlisted).acquire_owned(), if may_start && permit.is_none() => {
+                    permit = Some(acquired.expect("the semaphore is never closed"));
+                }
+            }
+        }
+    }
+
+    /// Uploads sealed segment `number` of `dir`; says on `read` when its last
+    /// part has been read. `permit` is its place among the [`UNLISTED`].
+    async fn upload_segment(
+        &self,
+        dir: &FsPath,
+        number: u64,
+        len: u64,
+        dialect: Dialect,
+        read: tokio::sync::oneshot::Sender<()>,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<(SegmentEntry, tokio::sync::OwnedSemaphorePermit), ArchiveError> {
+        let path = dir.join(manifest::walcodec_segment_name(number));
+        let read = ReadAll::new(read);
+        let entry = self
+            .upload_file(&path, number, len, dialect, true, &read)
+            .await?;
+        Ok((entry, permit))
+    }
+
+    /// The listing side of [`archive_segments`](Self::archive_segments): lists
+    /// each entry as it comes, until the uploads stop or a listing fails.
+    async fn list_segments(
+        &self,
+        mut listings: tokio::sync::mpsc::UnboundedReceiver<(
+            SegmentEntry,
+            tokio::sync::OwnedSemaphorePermit,
+        )>,
+        stored: &mut Stored,
+    ) -> Result<(), ArchiveError> {
+        while let Some((entry, _unlisted)) = listings.recv().await {
             self.list_segment(entry, stored).await?;
         }
         Ok(())
@@ -571,7 +687,7 @@ impl Archiver {
         // whole and readable.
         let object = manifest::active_object(number, len);
         let entry = self
-            .upload_file(path, number, len, &object, dialect, false)
+            .upload_file(path, number, len, dialect, false, &ReadAll::unwatched())
             .await?;
         let replaced = stored.manifest.active.replace(entry);
         self.save(stored).await?;
@@ -594,22 +710,29 @@ impl Archiver {
             .await;
     }
 
-    /// Uploads the first `len` bytes of segment file `path` to `object`, checks the
-    /// upload, and returns its manifest entry. Retried whole as the policy allows.
+    /// Uploads the first `len` bytes of segment file `path` to its object (the
+    /// sealed segment's, or with `sealed` false the active prefix's of `len`
+    /// bytes), checks the upload, and returns its manifest entry; says on `read`
+    /// when its last part has been read. Retried whole as the policy allows.
     async fn upload_file(
         &self,
         path: &FsPath,
         number: u64,
         len: u64,
-        object: &str,
         dialect: Dialect,
         sealed: bool,
+        read: &ReadAll,
     ) -> Result<SegmentEntry, ArchiveError> {
-        let location = &self.bucket.path(object);
+        let object = if sealed {
+            manifest::segment_object(number)
+        } else {
+            manifest::active_object(number, len)
+        };
+        let location = &self.bucket.path(&object);
         self.bucket
             .retry(|| async move {
                 let scanned = self
-                    .upload_once(path, number, len, location, dialect)
+                    .upload_once(path, number, len, location, dialect, read)
                     .await?;
                 let scanned =
                     scanned
@@ -639,22 +762,13 @@ impl Archiver {
         len: u64,
         location: &Path,
         dialect: Dialect,
+        read: &ReadAll,
     ) -> Result<SegmentScan, ArchiveError> {
-        let file = {
-            let opening = path.to_path_buf();
-            tokio::task::spawn_blocking(move || std::fs::File::open(opening))
-                .await
-                .map_err(|e| ArchiveError::io(path, std::io::Error::other(e)))?
-                .map_err(|e| ArchiveError::io(path, e))?
-        };
-        let mut reader = PartReader {
-            file: Some(file),
-            scan: Some(SegmentScan::new(number, dialect)),
-            path: path.to_path_buf(),
-        };
+        let mut reader = PartReader::new(path, SegmentScan::new(number, dialect));
         let part = self.part_bytes as u64;
         if len <= part {
             let bytes = reader.next(len).await?;
+            read.done();
             self.bucket
                 .request(
                     &format!("PUT {location}"),
@@ -666,20 +780,24 @@ impl Archiver {
             self.progressed(len);
             return Ok(reader.into_scan());
         }
-        let upload = self
-            .bucket
-            .request(
-                &format!("multipart upload of {location}"),
-                self.bucket.store.put_multipart(location),
-            )
-            .await?;
-        let mut upload = WriteMultipart::new_with_chunk_size(upload, self.part_bytes);
+        // The upload is created while the first part is read.
+        let creating = format!("multipart upload of {location}");
+        let (upload, first) = tokio::join!(
+            self.bucket
+                .request(&creating, self.bucket.store.put_multipart(location)),
+            reader.next(part)
+        );
+        let mut upload = WriteMultipart::new_with_chunk_size(upload?, self.part_bytes);
+        let mut first = Some(first);
         let mut left = len;
         let result: Result<(), ArchiveError> = async {
             while left > 0 {
                 let want = left.min(part);
                 // Read and checked while the parts before it are on their way.
-                let bytes = reader.next(want).await?;
+                let bytes = match first.take() {
+                    Some(read) => read?,
+                    None => reader.next(want).await?,
+                };
                 self.bucket
                     .request(
                         &format!("a part of {location}"),
@@ -690,6 +808,7 @@ impl Archiver {
                 left -= want;
                 self.progressed(want);
             }
+            read.done();
             Ok(())
         }
         .await;
@@ -735,6 +854,10 @@ impl Archiver {
             }
             return Ok(());
         }
+        // Not left to the PUT's or the completion's answer: it holds an e-tag,
+        // not the size, and a body cut short on its way in (a broken proxy) is
+        // stored and answered as whole; only the size the store holds tells. Its
+        // round trip overlaps with the next segment's reading.
         let meta = self
             .bucket
             .request(
@@ -778,72 +901,4 @@ async fn try_lock(dir: &FsPath) -> Result<Option<std::fs::File>, ArchiveError> {
     })
     .await
     .map_err(|e| ArchiveError::io(dir, std::io::Error::other(e)))?
-}
-
-/// Reads a segment file part by part on a blocking thread, each part into a
-/// buffer of its own (never zeroed first), and checks each piece of it as it
-/// lands: one trip to the blocking pool a part, and the bytes gone over while
-/// in cache rather than read back from memory for each pass.
-struct PartReader {
-    file: Option<std::fs::File>,
-    scan: Option<SegmentScan>,
-    path: PathBuf,
-}
-
-impl PartReader {
-    /// The next `len` bytes of the file (a segment: its length is known).
-    async fn next(&mut self, len: u64) -> Result<Bytes, ArchiveError> {
-        let len = usize::try_from(len).map_err(|_| {
-            ArchiveError::io(
-                &self.path,
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, "part too large"),
-            )
-        })?;
-        let (Some(file), Some(scan)) = (self.file.take(), self.scan.take()) else {
-            // A read failed before: `upload_once` returned its error.
-            return Err(ArchiveError::io(
-                &self.path,
-                std::io::Error::other("read after a failed read"),
-            ));
-        };
-        let (file, scan, read) = tokio::task::spawn_blocking(move || {
-            let mut scan = scan;
-            let read = read_checked(&file, len, &mut scan);
-            (file, scan, read)
-        })
-        .await
-        .map_err(|e| ArchiveError::io(&self.path, std::io::Error::other(e)))?;
-        let bytes = read.map_err(|e| ArchiveError::io(&self.path, e))?;
-        self.file = Some(file);
-        self.scan = Some(scan);
-        Ok(bytes)
-    }
-
-    fn into_scan(self) -> SegmentScan {
-        self.scan.expect("a scan after each successful read")
-    }
-}
-
-/// Reads exactly `len` bytes of `file`, feeding `scan` each piece as it lands.
-fn read_checked(
-    mut file: &std::fs::File,
-    len: usize,
-    scan: &mut SegmentScan,
-) -> std::io::Result<Bytes> {
-    use std::io::Read;
-    let mut buf = Vec::with_capacity(len);
-    while buf.len() < len {
-        let at = buf.len();
-        let piece = (len - at).min(crate::scan::PIECE) as u64;
-        // `read_to_end` fills the spare capacity without zeroing it first.
-        let got = (&mut file).take(piece).read_to_end(&mut buf)?;
-        if got as u64 != piece {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!("the file ended {} bytes before its length", len - buf.len()),
-            ));
-        }
-        scan.feed(&buf[at..]);
-    }
-    Ok(Bytes::from(buf))
 }

@@ -58,6 +58,7 @@ mod archive;
 mod archiver;
 mod error;
 mod manifest;
+mod part_reader;
 mod restore;
 mod scan;
 mod store;
