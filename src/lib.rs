@@ -87,6 +87,7 @@ mod codec;
 mod decoder;
 mod error;
 pub mod format;
+pub mod inspect;
 mod log_id;
 mod logdir;
 mod names;

@@ -28,14 +28,14 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use walcodec::inspect::{ItemKind, Layout};
 use walcodec::BLOCK_SIZE;
 
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
 use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::json::JsonObject;
-use crate::parallel::{scan, JobsArgs};
-use crate::scan::{Layout, ScanEnd, What};
+use crate::scan::{scan, JobsArgs, ScanEnd};
 use crate::verdict::{json_end, result_text, SummaryFormat, Tail};
 
 /// The JSON fields and the exit status, for `stat --help`.
@@ -122,7 +122,7 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let log = LogChoice::resolve(&mut input, &args.file, &args.dialect)?;
     let mut histogram = [0u64; 65];
     let end = scan(&mut input, &args.jobs, limits, &log, &mut |item| {
-        if let What::Record { len, .. } = item.what {
+        if let ItemKind::Record { len, .. } = item.kind {
             histogram[bucket(len)] += 1;
         }
         Ok(())
@@ -145,13 +145,13 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         SummaryFormat::Text => {
             write_text(input.name(), &counts, &end, &notes, status, &mut out)?;
             if log.dialect == walcodec::Dialect::RocksDb {
-                end.wal.write_text(&log, &mut out)?;
+                crate::wal::write_text(&end.wal, &log, &mut out)?;
             }
         }
         SummaryFormat::Json => {
             let mut object = json(input.name(), &counts, &end, &notes, status);
             if log.dialect == walcodec::Dialect::RocksDb {
-                object.object("wal", end.wal.json(&log));
+                object.object("wal", crate::wal::json(&end.wal, &log));
             }
             writeln!(out, "{}", object.finish())?
         }

@@ -28,7 +28,7 @@ use walcodec::{LogEncoder, LogWriter, RecordIoCodec};
 use crate::common::{parse_hex, Failure, Limits, Status};
 use crate::dialect::{DialectArg, DialectArgs, LogChoice};
 use crate::input::Input;
-use crate::parallel::{scan, JobsArgs};
+use crate::scan::{scan, JobsArgs};
 use crate::verdict::Tail;
 
 #[derive(Debug, clap::Args)]
