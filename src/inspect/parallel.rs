@@ -41,6 +41,9 @@ use super::pass::{
 };
 use super::{InspectError, Inspection, Item, ItemKind, RangeSource, StrictEnd, READ_BYTES};
 
+/// The most ranges a read is cut into: past that, ranges grow.
+const MAX_RANGES: u64 = 1 << 16;
+
 /// Ranges read ahead of the one being consumed, per thread.
 const WINDOW_PER_JOB: usize = 2;
 
@@ -276,6 +279,8 @@ impl<'a, S: RangeSource + ?Sized> Merger<'a, S> {
                         .map_err(InspectError::StrictRead)?;
                 }
             }
+            // Each range marks its own first divergence; the log has one, the first.
+            ItemKind::Diverged => return Ok(()),
             _ => {}
         }
         if let Some(block) = self.strict_block {
@@ -333,7 +338,7 @@ impl<'a, S: RangeSource + ?Sized> Merger<'a, S> {
 
 /// Cuts `[from, end)` into ranges for `jobs` threads: whole numbers of
 /// `READ_BYTES` (of blocks, with `range_bytes`), about four per thread, at most
-/// `max_bytes` each.
+/// `max_bytes` each, and at most `MAX_RANGES` of them.
 pub(crate) fn plan(
     from: u64,
     end: u64,
@@ -354,6 +359,12 @@ pub(crate) fn plan(
             .checked_next_multiple_of(read)
             .unwrap_or(u64::MAX),
     };
+    // However large the read (an end far past the log's), the list stays small.
+    let size = size.max(
+        len.div_ceil(MAX_RANGES)
+            .checked_next_multiple_of(BLOCK_SIZE as u64)
+            .unwrap_or(u64::MAX),
+    );
     let mut ranges = Vec::new();
     let mut at = from;
     loop {
@@ -401,5 +412,8 @@ mod tests {
         assert_eq!(plan(0, 200 << 20, 2, None, 16 << 20).len(), 13);
         assert_eq!(plan(0, 64 << 20, 2, None, 16 << 20).len(), 8);
         assert_eq!(plan(0, 1 << 30, 2, None, 256 << 20).len(), 8);
+        // An end far past any log: few ranges, however small they were asked to be.
+        assert!(plan(0, u64::MAX, 4, Some(1), 16 << 20).len() as u64 <= MAX_RANGES);
+        assert!(plan(0, u64::MAX, 4, None, 16 << 20).len() as u64 <= MAX_RANGES);
     }
 }
