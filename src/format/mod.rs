@@ -270,5 +270,8 @@ mod tests {
         assert_eq!(block_start(b - 6), b);
         assert_eq!(block_start(b - 1), b);
         assert_eq!(block_start(b), b);
+        // An offset from a file or a flag may be anything: no overflow.
+        assert_eq!(block_start(u64::MAX), u64::MAX);
+        assert_eq!(block_start(u64::MAX - 7), u64::MAX - 7 - (u64::MAX - 7) % b);
     }
 }
