@@ -11,7 +11,7 @@ use bytes::BytesMut;
 use tokio_util::codec::{Decoder, Encoder};
 use walcodec::fragment::FragmentRules;
 use walcodec::inspect::{
-    InspectError, Inspection, Inspector, Item, ItemKind, LayoutWalk, RangeSource, EOF_BLOCK,
+    InspectError, Inspection, Inspector, Item, ItemKind, LayoutWalk, RangeSource, Tail, EOF_BLOCK,
 };
 use walcodec::physical::Piece;
 use walcodec::{
@@ -161,6 +161,31 @@ fn a_clean_log_gives_its_records_in_order_and_nothing_else() {
         3 * BLOCK - positions[4].end
     );
     assert_eq!(inspection.layout.hidden_zero_fills, 0);
+    assert_eq!(inspection.tail(), Tail::Clean);
+}
+
+#[test]
+fn zeros_after_the_last_record_are_a_tail_of_zeros_not_damage() {
+    let mut log = BytesMut::new();
+    append(&mut log, &[record(1000, 1), record(2000, 2)]);
+    let end = log.len() as u64;
+    // Preallocated space: zeros to the end of the next block.
+    log.resize(2 * BLOCK_SIZE, 0);
+    let (items, inspection) = read_file(&verify(), &log[..], log.len() as u64);
+    assert_eq!(items.len(), 2);
+    assert_eq!(
+        inspection.tail(),
+        Tail::Zeros {
+            after: end,
+            bytes: 2 * BLOCK - end
+        }
+    );
+    // The same zeros with data hidden in them are no tail: the walk found the data.
+    log[end as usize + HEADER_SIZE] = 1;
+    let (items, inspection) = read_file(&verify(), &log[..], log.len() as u64);
+    // The layout's finding first: it is in the records' block.
+    assert!(matches!(items[0].0.kind, ItemKind::HiddenData { offset, .. } if offset == end));
+    assert_eq!(inspection.tail(), Tail::Clean);
 }
 
 #[test]
@@ -220,6 +245,8 @@ fn a_damaged_log_gives_each_finding_at_its_offset_in_log_order() {
     );
     assert_eq!(inspection.layout.hidden_zero_fills, 1);
     assert_eq!(inspection.layout.hidden_bytes, 3 * BLOCK - hidden_at);
+    // Damage stopped the strict reader: no tail, the damage is the verdict.
+    assert_eq!(inspection.tail(), Tail::Clean);
 }
 
 #[test]
@@ -251,6 +278,13 @@ fn a_torn_tail_is_torn_and_not_damage() {
     assert_eq!(inspection.strict.valid_prefix_len, positions[1].end);
     assert!(inspection.incomplete_tail);
     assert_eq!(inspection.layout.torn_bytes, 100);
+    assert_eq!(
+        inspection.tail(),
+        Tail::Torn {
+            after: positions[1].end,
+            bytes: BLOCK + 100 - positions[1].end
+        }
+    );
     assert_eq!(inspection.read_to, BLOCK + 100);
 }
 

@@ -103,9 +103,11 @@ mod layout;
 mod ordered;
 mod parallel;
 mod pass;
+mod tail;
 
 pub use counts::{Layout, WalFacts};
 pub use layout::LayoutWalk;
+pub use tail::Tail;
 
 use pass::Settings;
 

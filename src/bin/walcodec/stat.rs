@@ -36,7 +36,8 @@ use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::json::JsonObject;
 use crate::scan::{scan, JobsArgs, ScanEnd};
-use crate::verdict::{json_end, result_text, SummaryFormat, Tail};
+use crate::verdict::{json_end, result_text, tail_of, SummaryFormat, TailText};
+use walcodec::inspect::Tail;
 
 /// The JSON fields and the exit status, for `stat --help`.
 pub(crate) const AFTER_HELP: &str = concat!(
@@ -167,7 +168,7 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
 /// walk's count.
 fn stat_tail(end: &ScanEnd, counts: &Counts) -> (Tail, u64) {
     let torn = counts.layout.torn_bytes;
-    match Tail::of(end, counts.layout.hidden_zero_fills > 0) {
+    match tail_of(end, counts.layout.hidden_zero_fills > 0) {
         Tail::Clean if torn > 0 => (
             Tail::Torn {
                 after: end.file_len.saturating_sub(torn),

@@ -43,7 +43,7 @@ use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::json::JsonObject;
 use crate::scan::{scan, JobsArgs};
-use crate::verdict::{json_end, result_text, SummaryFormat, Tail};
+use crate::verdict::{json_end, result_text, tail_of, SummaryFormat, TailText};
 
 /// The JSON fields and the exit status, for `verify --help`.
 pub(crate) const AFTER_HELP: &str = concat!(
@@ -198,7 +198,7 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
                 .unwrap_or_default()
         )?;
     }
-    let tail = Tail::of(&end, hidden > 0);
+    let tail = tail_of(&end, hidden > 0);
     let status = Status::judge(corruptions, end.strict.incomplete_tail);
     let notes = input_notes(&end.input);
 
