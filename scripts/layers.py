@@ -20,7 +20,7 @@ may import its own layer and those below):
     0  leaves: names, position, log_id, read_at, open, observe
     1  format
     2  codec, decoder
-    3  reader, writer, error (the top error, which wraps the layers' errors)
+    3  reader, inspect, writer, error (the top error, which wraps the layers' errors)
     4  logdir
     5  replica
 
@@ -49,6 +49,7 @@ LAYERS = {
     "codec": 2,
     "decoder": 2,
     "reader": 3,
+    "inspect": 3,
     "writer": 3,
     "error": 3,
     "logdir": 4,

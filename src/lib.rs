@@ -53,7 +53,8 @@
 //! - Shipping a log to replicas: [`LogDir::serve_replica`] on the primary,
 //!   [`Replica`] on the copy (over TCP, TLS, any byte stream), `promote` on failover.
 //! - Damage: [`Recovery`] modes, [`LogDecoderBuilder::on_corruption`] reports,
-//!   [`scan_log`] / [`repair_log`] for a torn tail.
+//!   [`scan_log`] / [`repair_log`] for a torn tail; [`inspect`] for a checker's pass
+//!   over a whole log (what `walcodec verify` prints, typed, read on threads).
 //! - Mesos RecordIO: [`RecordIoCodec`].
 //!
 //! # Cargo features
@@ -80,13 +81,15 @@
 #![doc(test(attr(deny(warnings))))]
 
 // The layers, bottom up: the bytes (`format`), assembling records (`decoder`), the
-// tokio-util codecs (`codec`), files (`reader`, `writer`), the segmented directory
-// (`logdir`), shipping it to replicas (`replica`). Leaves every layer may use: `error`, `position`, `log_id`, `observe`,
-// `read_at`, `open`, `names`. This file only declares and re-exports.
+// tokio-util codecs (`codec`), files (`reader`, `inspect`, `writer`), the segmented
+// directory (`logdir`), shipping it to replicas (`replica`). Leaves every layer may use:
+// `error`, `position`, `log_id`, `observe`, `read_at`, `open`, `names`. This file only
+// declares and re-exports.
 mod codec;
 mod decoder;
 mod error;
 pub mod format;
+pub mod inspect;
 mod log_id;
 mod logdir;
 mod names;
@@ -152,6 +155,8 @@ mod docs {
     mod dialects {}
     #[doc = include_str!("../docs/streaming.md")]
     mod streaming {}
+    #[doc = include_str!("../docs/cli.md")]
+    mod cli {}
 }
 
 /// Hooks for this crate's own tests (fault injection). Not a stable API.

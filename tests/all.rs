@@ -76,6 +76,8 @@ mod failover;
 mod faults;
 #[path = "fragment_layer.rs"]
 mod fragment_layer;
+#[path = "inspect.rs"]
+mod inspect;
 #[path = "layers.rs"]
 mod layers;
 #[path = "leader_writes.rs"]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// `error` (the crate's `Error`) sits above the codecs: it wraps their `CodecError`.
 const LAYERS: &[&str] = &[
     "names", "position", "log_id", "zeros", "observe", "format", "decoder", "codec", "error",
-    "read_at", "open", "reader", "writer", "logdir", "replica",
+    "read_at", "open", "reader", "inspect", "writer", "logdir", "replica",
 ];
 
 /// The layer of a source file (its path below `src/`).

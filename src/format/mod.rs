@@ -179,7 +179,8 @@ pub const fn block_start(offset: u64) -> u64 {
     let block = BLOCK_SIZE as u64;
     let in_block = offset % block;
     if block - in_block < HEADER_SIZE as u64 {
-        offset - in_block + block
+        // Saturating: an offset from a file or a flag may be anything.
+        (offset - in_block).saturating_add(block)
     } else {
         offset - in_block
     }
@@ -269,5 +270,8 @@ mod tests {
         assert_eq!(block_start(b - 6), b);
         assert_eq!(block_start(b - 1), b);
         assert_eq!(block_start(b), b);
+        // An offset from a file or a flag may be anything: no overflow.
+        assert_eq!(block_start(u64::MAX), u64::MAX);
+        assert_eq!(block_start(u64::MAX - 7), u64::MAX - 7 - (u64::MAX - 7) % b);
     }
 }

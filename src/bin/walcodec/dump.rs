@@ -25,6 +25,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::ValueEnum;
+use walcodec::inspect::{Inspector, ItemKind};
 use walcodec::write_batch::WriteBatchError;
 use walcodec::{Dialect, LogRecord};
 
@@ -36,8 +37,7 @@ use crate::common::{
 use crate::dialect::{DialectArg, DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::json;
-use crate::parallel::{read, JobsArgs, StrictMode};
-use crate::scan::{Settings, What};
+use crate::scan::{read, JobsArgs};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -183,35 +183,31 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
             .err()
             .map(|e| batch_error(record, e).into_boxed_str())
     };
-    let settings = Settings {
-        builder: decoder_builder(&log, recovery.into(), args.start, limits),
-        log: log.clone(),
-        start: args.start,
-        walk: false,
-        eager_strict: None,
-        line: Some(std::sync::Arc::new(line)),
-    };
+    let mut inspector = Inspector::new(
+        decoder_builder(&log, recovery.into(), args.start, limits),
+        log.rules(),
+    );
+    inspector.render(line);
     let mut out = stdout();
     let mut not_batches = false;
-    let (merged, end) = read(
+    let (inspection, end) = read(
         &mut input,
-        &settings,
+        &mut inspector,
+        args.start,
+        &log,
         &args.jobs,
-        &StrictMode::None,
-        &mut |item, text| {
-            match &item.what {
-                What::Record {
-                    line, not_batch, ..
-                } => {
-                    out.write_all(&text[line.clone()])?;
-                    if let Some(message) = not_batch {
+        &mut |item, rendered| {
+            match &item.kind {
+                ItemKind::Record { note, .. } => {
+                    out.write_all(rendered)?;
+                    if let Some(message) = note {
                         // In order with stdout, for a reader of both.
                         out.flush()?;
                         eprintln!("walcodec: {name}: {message}");
                         not_batches = true;
                     }
                 }
-                What::Report(report) => eprintln!("walcodec: {name}: {report}"),
+                ItemKind::Report(report) => eprintln!("walcodec: {name}: {report}"),
                 _ => {}
             }
             Ok(())
@@ -223,9 +219,9 @@ pub(crate) async fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     }
     let status = read_end_status(
         &name,
-        merged.stats.corruptions,
-        merged.incomplete_tail,
-        merged.error,
+        inspection.stats.corruptions,
+        inspection.incomplete_tail,
+        inspection.error.map(walcodec::Error::from),
     )?;
     Ok(if not_batches {
         status.max(Status::Corrupt)

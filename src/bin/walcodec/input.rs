@@ -464,3 +464,11 @@ fn progress(end: Option<u64>) -> Option<ProgressBar> {
         }
     }
 }
+
+/// Each range of a split read opens the file again, and fails if the path now names
+/// another file than the one opened.
+impl walcodec::inspect::RangeSource for SplitSource {
+    fn open_range(&self, from: u64, to: u64) -> io::Result<Box<dyn Read + '_>> {
+        Ok(Box::new(self.open(from, to)?))
+    }
+}

@@ -3,9 +3,9 @@
 //!
 //! One module per subcommand; `common` holds the exit status, errors and output
 //! formatting, `input` where a command's bytes come from (a file up to its length at
-//! open, stdin, a pipe, a device) and the progress bar, `scan` the single pass that
-//! `verify`, `stat` and `dump` make over it (or over one range of it), `parallel`
-//! their `--jobs`: ranges read at once and merged, `dir` the same
+//! open, stdin, a pipe, a device) and the progress bar, `scan` how `verify`, `stat`
+//! and `dump` drive the library's pass over a log (`walcodec::inspect`, which reads
+//! a file in ranges at once for `--jobs` and merges them), `dir` the same
 //! commands on a log directory (`LogDir`), segment by segment, `verdict` the words `verify`
 //! and `stat` share about a log's tail and result, `json` their JSON output,
 //! `dialect` the format a log is read in (`--dialect`, `--log-number`), `wal` what
@@ -39,8 +39,6 @@ mod failure;
 mod input;
 mod json;
 mod limits;
-mod ordered;
-mod parallel;
 mod physical;
 mod repair;
 mod scan;

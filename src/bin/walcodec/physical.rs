@@ -35,19 +35,17 @@
 
 use std::io::{self, Write};
 use std::path::Path;
-use std::sync::mpsc;
 
-use indicatif::ProgressBar;
-use walcodec::fragment::{Fragment, FragmentHeader, FragmentRules, FragmentType, Part};
+use walcodec::fragment::{Fragment, FragmentHeader, FragmentType, Part};
+use walcodec::inspect::{InspectError, LayoutWalk};
 use walcodec::physical::{Chunk, Metadata, Piece, Pieces};
-use walcodec::{Dialect, BLOCK_SIZE, HEADER_SIZE};
+use walcodec::{ChunkReader, Dialect, BLOCK_SIZE, HEADER_SIZE};
 
+use crate::common::READ_SIZE;
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
 use crate::dialect::{DialectArgs, LogChoice};
-use crate::input::{Input, SplitSource};
-use crate::ordered::{in_order, Sender};
-use crate::parallel::{plan, JobsArgs, MAX_LAYOUT_RANGE_BYTES};
-use crate::scan::{walk, BlockingChunks, ChunkSource, Visitor};
+use crate::input::{Input, InputEnd};
+use crate::scan::JobsArgs;
 use crate::wal::compression_name;
 
 /// The name of a fragment type, as in `chunks.txt`.
@@ -445,7 +443,7 @@ struct Printer<W> {
 impl<W: Write> Printer<W> {
     /// Prints and judges a piece read by LevelDB's rules: every piece is a chunk.
     fn leveldb_piece(&mut self, piece: &Piece<'_>) -> io::Result<()> {
-        if let Some(chunk) = crate::scan::leveldb_chunk(piece) {
+        if let Some(chunk) = leveldb_chunk(piece) {
             self.status = self.status.max(judge(&chunk));
             render(&chunk, &mut self.out)?;
         }
@@ -508,27 +506,41 @@ pub(crate) fn dump(
         .filter(|_| log.dialect == Dialect::LevelDb && jobs.jobs() > 1);
     let (file_len, input_end) = match split {
         Some((file, end)) => {
-            let ranges = plan(
+            let mut walk = LayoutWalk::new(log.rules());
+            walk.jobs(jobs.jobs()).range_bytes(jobs.split_bytes());
+            if let Some(bar) = input.progress_bar() {
+                walk.progress(move |bytes| bar.inc(bytes));
+            }
+            let out = &mut printer;
+            walk.read_file(
+                &file,
                 from,
                 end,
-                jobs.jobs(),
-                jobs.split_bytes(),
-                MAX_LAYOUT_RANGE_BYTES,
-            );
-            let progress = input.progress_bar();
-            walk_split(
-                &file,
-                &ranges,
-                jobs.jobs(),
-                log.rules(),
-                progress,
-                &mut printer,
+                |pieces| {
+                    let mut lines = Printer {
+                        out: Vec::new(),
+                        status: Status::Clean,
+                        rocks: None,
+                    };
+                    for piece in pieces {
+                        // Writes to memory, which do not fail.
+                        let _ = lines.leveldb_piece(&piece);
+                    }
+                    (lines.out, lines.status)
+                },
+                |(lines, status): (Vec<u8>, Status)| {
+                    out.status = out.status.max(status);
+                    out.out.write_all(&lines)
+                },
             )
-            .map_err(|e| input.failure(e))?;
+            .map_err(|e| match e {
+                InspectError::Io(e) | InspectError::Consumer(e) => input.failure(e),
+                other => Failure::new(format!("{}: {other}", input.name())),
+            })?;
             input.set_read_to(end.max(from));
             (end.max(from), input.finish())
         }
-        None => walk(&mut input, start, limits, &log, &mut printer)?,
+        None => walk(&mut input, start, &log, &mut printer)?,
     };
     writeln!(printer.out, "size {file_len}")?;
     finish(printer.out)?;
@@ -538,76 +550,42 @@ pub(crate) fn dump(
     Ok(printer.status)
 }
 
-/// What a range of a split walk sends: its lines and their status a chunk at a
-/// time, then its end.
-enum Lines {
-    Chunk(Vec<u8>, Status),
-    Done,
-    Failed(io::Error),
+/// The LevelDB view of a piece: the chunk `physical::Chunks` yields for it. `None`
+/// for what only RocksDB's dialect has: a fragment with an 11-byte header, an old
+/// fragment. (A metadata record with a 7-byte header is a fragment of a type LevelDB
+/// does not know; a 7-to-10-byte trailer a trailer.)
+fn leveldb_chunk<'a>(piece: &Piece<'a>) -> Option<Chunk<'a>> {
+    (!piece.is_rocksdb_only()).then(|| piece.to_chunk())
 }
 
-/// Walks `ranges` (whole blocks, the last one to the file's end) on `threads`
-/// threads and prints their lines in order into `printer`.
-fn walk_split<W: Write>(
-    file: &SplitSource,
-    ranges: &[(u64, u64)],
-    threads: usize,
-    rules: FragmentRules,
-    progress: Option<ProgressBar>,
-    printer: &mut Printer<W>,
-) -> io::Result<()> {
-    let work = |index: usize, send: &mut Sender<'_, Lines>| {
-        let (from, to) = ranges[index];
-        let walked = (|| -> io::Result<bool> {
-            let mut chunks =
-                BlockingChunks::new(file.open(from, to)?).with_progress(progress.clone());
-            let mut offset = from;
-            while let Some(chunk) = chunks.next_chunk() {
-                let chunk = chunk?;
-                // Chunks are whole blocks but at the file's end: no block is cut.
-                let mut lines = Printer {
-                    out: Vec::new(),
-                    status: Status::Clean,
-                    rocks: None,
-                };
-                for piece in Pieces::new(&chunk, offset, rules) {
-                    lines.leveldb_piece(&piece)?;
-                }
-                offset += chunk.len() as u64;
-                if !send(Lines::Chunk(lines.out, lines.status)) {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        })();
-        match walked {
-            Ok(true) => send(Lines::Done),
-            Ok(false) => false,
-            Err(e) => send(Lines::Failed(e)),
-        };
-    };
-    let mut outcome = Ok(());
-    in_order(
-        ranges.len(),
-        threads,
-        threads * 2,
-        &work,
-        &mut |_, receiver: &mpsc::Receiver<Lines>| loop {
-            let failed = match receiver.recv() {
-                Ok(Lines::Chunk(lines, status)) => {
-                    printer.status = printer.status.max(status);
-                    match printer.out.write_all(&lines) {
-                        Ok(()) => continue,
-                        Err(e) => e,
-                    }
-                }
-                Ok(Lines::Done) => return true,
-                Ok(Lines::Failed(e)) => e,
-                Err(_) => io::Error::other("a range's thread ended without a word"),
-            };
-            outcome = Err(failed);
-            return false;
-        },
-    );
-    outcome
+/// What `dump --physical` does with each piece of the layout.
+trait Visitor {
+    /// Each piece of the layout, in the log's dialect.
+    fn piece(&mut self, piece: &Piece<'_>) -> Result<(), Failure>;
+}
+
+/// Walks the layout of `input` in `log`'s dialect from the block holding `start` to
+/// where its read ends, on this thread: a stream, a log in RocksDB's or Pebble's
+/// dialect (whose layout depends on what came before), or `--jobs 1`. Memory stays
+/// bounded by the read size.
+fn walk(
+    input: &mut Input,
+    start: u64,
+    log: &LogChoice,
+    visitor: &mut dyn Visitor,
+) -> Result<(u64, InputEnd), Failure> {
+    let mut offset = walcodec::block_start(start);
+    input.skip_to(offset)?;
+    let rules = log.rules();
+    let name = input.name().to_string();
+    for chunk in ChunkReader::new(&mut *input, READ_SIZE) {
+        let chunk = chunk.map_err(|e| Failure::named(&name, e))?;
+        // Whole blocks (READ_SIZE is a multiple of the block size) or the file's end,
+        // so the walker never sees a block cut by the chunk.
+        for piece in Pieces::new(&chunk, offset, rules) {
+            visitor.piece(&piece)?;
+        }
+        offset += chunk.len() as u64;
+    }
+    Ok((offset, input.finish()))
 }

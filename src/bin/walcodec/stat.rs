@@ -28,15 +28,16 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use walcodec::inspect::{ItemKind, Layout};
 use walcodec::BLOCK_SIZE;
 
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
 use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::json::JsonObject;
-use crate::parallel::{scan, JobsArgs};
-use crate::scan::{Layout, ScanEnd, What};
-use crate::verdict::{json_end, result_text, SummaryFormat, Tail};
+use crate::scan::{scan, JobsArgs, ScanEnd};
+use crate::verdict::{json_end, result_text, tail_of, SummaryFormat, TailText};
+use walcodec::inspect::Tail;
 
 /// The JSON fields and the exit status, for `stat --help`.
 pub(crate) const AFTER_HELP: &str = concat!(
@@ -122,7 +123,7 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
     let log = LogChoice::resolve(&mut input, &args.file, &args.dialect)?;
     let mut histogram = [0u64; 65];
     let end = scan(&mut input, &args.jobs, limits, &log, &mut |item| {
-        if let What::Record { len, .. } = item.what {
+        if let ItemKind::Record { len, .. } = item.kind {
             histogram[bucket(len)] += 1;
         }
         Ok(())
@@ -145,13 +146,13 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
         SummaryFormat::Text => {
             write_text(input.name(), &counts, &end, &notes, status, &mut out)?;
             if log.dialect == walcodec::Dialect::RocksDb {
-                end.wal.write_text(&log, &mut out)?;
+                crate::wal::write_text(&end.wal, &log, &mut out)?;
             }
         }
         SummaryFormat::Json => {
             let mut object = json(input.name(), &counts, &end, &notes, status);
             if log.dialect == walcodec::Dialect::RocksDb {
-                object.object("wal", end.wal.json(&log));
+                object.object("wal", crate::wal::json(&end.wal, &log));
             }
             writeln!(out, "{}", object.finish())?
         }
@@ -167,7 +168,7 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
 /// walk's count.
 fn stat_tail(end: &ScanEnd, counts: &Counts) -> (Tail, u64) {
     let torn = counts.layout.torn_bytes;
-    match Tail::of(end, counts.layout.hidden_zero_fills > 0) {
+    match tail_of(end, counts.layout.hidden_zero_fills > 0) {
         Tail::Clean if torn > 0 => (
             Tail::Torn {
                 after: end.file_len.saturating_sub(torn),

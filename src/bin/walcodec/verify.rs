@@ -35,15 +35,15 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 
+use walcodec::inspect::{Item, ItemKind};
 use walcodec::Corruption;
 
 use crate::common::{finish, input_notes, stdout, Failure, Limits, Status};
 use crate::dialect::{DialectArgs, LogChoice};
 use crate::input::Input;
 use crate::json::JsonObject;
-use crate::parallel::{scan, JobsArgs};
-use crate::scan::{Item, What};
-use crate::verdict::{json_end, result_text, SummaryFormat, Tail};
+use crate::scan::{scan, JobsArgs};
+use crate::verdict::{json_end, result_text, tail_of, SummaryFormat, TailText};
 
 /// The JSON fields and the exit status, for `verify --help`.
 pub(crate) const AFTER_HELP: &str = concat!(
@@ -121,15 +121,15 @@ impl Checker<'_> {
     }
 
     fn item(&mut self, item: &Item) -> Result<(), Failure> {
-        match &item.what {
-            What::Hidden { offset, len } => {
+        match &item.kind {
+            ItemKind::HiddenData { offset, len } => {
                 self.hidden += 1;
                 self.hidden_bytes += len;
                 self.print(&format_args!(
                     "offset {offset}: dropping {len} bytes; zero header skips non-zero bytes"
                 ))
             }
-            What::Report(corruption) => {
+            ItemKind::Report(corruption) => {
                 if self.damaged {
                     return self.print(corruption);
                 }
@@ -142,11 +142,12 @@ impl Checker<'_> {
             }
             // The strict reader found damage: from here on, every report is about
             // damage (until now, reports might have been about a torn tail).
-            What::StrictFailed => {
+            ItemKind::StrictFailed => {
                 self.damaged = true;
                 self.print_held()
             }
-            What::Record { .. } | What::Diverged => Ok(()),
+            ItemKind::Record { .. } | ItemKind::Diverged => Ok(()),
+            _ => Ok(()),
         }
     }
 }
@@ -197,7 +198,7 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
                 .unwrap_or_default()
         )?;
     }
-    let tail = Tail::of(&end, hidden > 0);
+    let tail = tail_of(&end, hidden > 0);
     let status = Status::judge(corruptions, end.strict.incomplete_tail);
     let notes = input_notes(&end.input);
 
@@ -212,7 +213,7 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
             writeln!(out, "zero fill: {} bytes", stats.zero_fill_bytes)?;
             writeln!(out, "tail: {}", tail.describe())?;
             if log.dialect == walcodec::Dialect::RocksDb {
-                end.wal.write_text(&log, &mut out)?;
+                crate::wal::write_text(&end.wal, &log, &mut out)?;
             }
             if log.dialect == walcodec::Dialect::Pebble {
                 writeln!(out, "dialect: {}", log.describe())?;
@@ -234,7 +235,7 @@ pub(crate) fn run(args: Args, limits: Limits) -> Result<Status, Failure> {
                 .number("zero_fill_bytes", stats.zero_fill_bytes);
             tail.json(&mut object, &end);
             if log.dialect == walcodec::Dialect::RocksDb {
-                object.object("wal", end.wal.json(&log));
+                object.object("wal", crate::wal::json(&end.wal, &log));
             }
             json_end(&mut object, &end, &notes, status);
             writeln!(out, "{}", object.finish())?;

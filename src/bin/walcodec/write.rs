@@ -28,8 +28,9 @@ use walcodec::{LogEncoder, LogWriter, RecordIoCodec};
 use crate::common::{parse_hex, Failure, Limits, Status};
 use crate::dialect::{DialectArg, DialectArgs, LogChoice};
 use crate::input::Input;
-use crate::parallel::{scan, JobsArgs};
-use crate::verdict::Tail;
+use crate::scan::{scan, JobsArgs};
+use crate::verdict::tail_of;
+use walcodec::inspect::Tail;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -143,7 +144,7 @@ fn check_tail(path: &Path, limits: Limits) -> Result<Result<u64, Status>, Failur
         );
         return Ok(Err(Status::Corrupt));
     }
-    match Tail::of(&end, false) {
+    match tail_of(&end, false) {
         Tail::Clean => {}
         // Not damage (verify calls this log clean), but appending after the zeros
         // would hide the new records behind them: a reader skips zero fill.

@@ -1,6 +1,6 @@
 //! Work on numbered ranges run by a few threads, its output taken in range order.
 //!
-//! The split reads (`parallel.rs`, `physical.rs`) cut a log into ranges that threads
+//! The split reads (`parallel.rs`) cut a log into ranges that threads
 //! read at once, while the calling thread prints or merges what each range found,
 //! range after range. A thread starts a range only while it is at most `window`
 //! ranges ahead of the one being taken, so what waits to be taken stays bounded
