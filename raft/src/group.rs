@@ -8,13 +8,12 @@
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use walcodec::{LogDir, LogPosition};
 
 use crate::index::Index;
 use crate::record::{self, GroupRecord};
-use crate::space::Kept;
 use crate::Error;
 
 /// A group the log knows.
@@ -186,4 +185,103 @@ pub(crate) async fn replay(
         raw.scattered = raw.entries.is_scattered();
     }
     Ok((groups, kept))
+}
+
+/// A group's latest purge, vote and committed id as the records that set them
+/// left them (typed fields still encoded), each with where that record starts.
+#[derive(Debug, Default)]
+pub(crate) struct Kept {
+    /// Purged index, its leader id's bytes.
+    purge: Option<(u64, Arc<[u8]>, LogPosition)>,
+    /// postcard of `Option<Vote>`.
+    vote: Option<(Arc<[u8]>, LogPosition)>,
+    /// postcard of `Option<LogId>`.
+    committed: Option<(Arc<[u8]>, LogPosition)>,
+}
+
+impl Kept {
+    /// Takes the shared log's record `data`, at `at`, into account (as replay
+    /// would).
+    pub(crate) fn note(&mut self, data: &[u8], at: LogPosition) {
+        let Ok((_, decoded)) = record::decode_group(data) else {
+            return;
+        };
+        match decoded {
+            GroupRecord::Vote(vote) => self.vote = Some((Arc::from(vote), at)),
+            GroupRecord::Committed(committed) => {
+                self.committed = Some((Arc::from(committed), at));
+            }
+            GroupRecord::Purge {
+                index,
+                leader,
+                vote,
+                committed,
+            } => {
+                if self.purge.as_ref().is_none_or(|(p, _, _)| *p <= index) {
+                    self.purge = Some((index, Arc::from(leader), at));
+                }
+                self.vote = Some((Arc::from(vote), at));
+                self.committed = Some((Arc::from(committed), at));
+            }
+            GroupRecord::Entry { .. } | GroupRecord::Moved { .. } | GroupRecord::Truncate(_) => {}
+        }
+    }
+
+    /// Where the oldest record it needs starts.
+    pub(crate) fn first(&self) -> Option<LogPosition> {
+        let purge = self.purge.as_ref().map(|(_, _, at)| *at);
+        let vote = self.vote.as_ref().map(|(_, at)| *at);
+        let committed = self.committed.as_ref().map(|(_, at)| *at);
+        [purge, vote, committed].into_iter().flatten().min()
+    }
+
+    /// Records that set the same state wherever they are written: with a purge,
+    /// one purge record with the latest vote and committed id (one record, so
+    /// that a power cut cannot keep an old vote's copy without the newer one);
+    /// else the vote's and the committed id's records, each independent.
+    pub(crate) fn records(&self, group: u64) -> Vec<Vec<u8>> {
+        match &self.purge {
+            Some((index, leader, _)) => {
+                // postcard of `None`, should a purge have neither (it has both).
+                let none: &[u8] = &[0];
+                let vote = self.vote.as_ref().map_or(none, |(v, _)| &v[..]);
+                let committed = self.committed.as_ref().map_or(none, |(c, _)| &c[..]);
+                vec![record::group_purge_raw(
+                    group, *index, leader, vote, committed,
+                )]
+            }
+            None => {
+                let mut out = Vec::new();
+                if let Some((vote, _)) = &self.vote {
+                    out.push(record::group_vote_raw(group, vote));
+                }
+                if let Some((committed, _)) = &self.committed {
+                    out.push(record::group_committed_raw(group, committed));
+                }
+                out
+            }
+        }
+    }
+}
+
+/// A group store's hold on its group in a shared log (`groups`, the log's table of
+/// groups, which its writer's reclaimer shares); lets the group go when dropped.
+pub(crate) struct Lease {
+    groups: Arc<Mutex<BTreeMap<u64, Group>>>,
+    group: u64,
+}
+
+impl Lease {
+    pub(crate) fn new(groups: Arc<Mutex<BTreeMap<u64, Group>>>, group: u64) -> Lease {
+        Lease { groups, group }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(Group::Typed { open, .. }) = groups.get_mut(&self.group) {
+            *open = false;
+        }
+    }
 }

@@ -11,7 +11,7 @@ use openraft::RaftTypeConfig;
 use tokio::sync::{mpsc, oneshot};
 use walcodec::{LogDir, LogDirOptions};
 
-use crate::group::{self, Group, GroupView};
+use crate::group::{self, Group, GroupView, Lease};
 use crate::reader::LogReader;
 use crate::space::{Counters, Space, SpaceOptions, SpaceStats};
 use crate::state::State;
@@ -209,20 +209,6 @@ impl Inner {
     }
 }
 
-/// A group store's hold on its group; lets the group go when dropped.
-pub(crate) struct Lease {
-    inner: Arc<Inner>,
-    group: u64,
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        if let Some(Group::Typed { open, .. }) = self.inner.groups().get_mut(&self.group) {
-            *open = false;
-        }
-    }
-}
-
 impl SharedLog {
     /// Configures a shared log: see [`SharedLogBuilder`].
     pub fn builder() -> SharedLogBuilder {
@@ -314,10 +300,7 @@ impl SharedLog {
                 group: Some(group),
             },
             ops: Some(self.inner.ops.clone()),
-            lease: Some(Lease {
-                inner: Arc::clone(&self.inner),
-                group,
-            }),
+            lease: Some(Lease::new(Arc::clone(&self.inner.groups), group)),
         })
     }
 

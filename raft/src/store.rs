@@ -15,9 +15,9 @@ use tokio::sync::{mpsc, oneshot};
 use walcodec::{LogDirOptions, LogPosition};
 
 use crate::error::{vote_error, write_error};
+use crate::group::Lease;
 use crate::reader::LogReader;
 use crate::record;
-use crate::shared::Lease;
 use crate::state::State;
 use crate::writer::{Done, Op, Writer, SOLO};
 use crate::Error;
