@@ -684,6 +684,25 @@ fn line_reader(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<S
     receive
 }
 
+/// `walcodec tail -f -n N --format hex --poll-interval MS LOG`, its stdout read line by
+/// line (stderr piped, for the test to read at the end).
+fn tail_follow(
+    log: &Path,
+    records: &str,
+    poll_ms: &str,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .args(["tail", "-f", "-n", records, "--format", "hex"])
+        .args(["--poll-interval", poll_ms])
+        .arg(log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = line_reader(child.stdout.take().unwrap());
+    (child, lines)
+}
+
 #[test]
 fn tail_follow_prints_records_as_they_are_completed() {
     let dir = tempfile::tempdir().unwrap();
@@ -700,22 +719,7 @@ fn tail_follow_prints_records_as_they_are_completed() {
     bytes.extend_from_slice(&next[..half]);
     fs::write(&log, &bytes).unwrap();
 
-    let mut child = Command::new(BIN)
-        .args([
-            "tail",
-            "-f",
-            "-n",
-            "1",
-            "--format",
-            "hex",
-            "--poll-interval",
-            "5",
-        ])
-        .arg(&log)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = line_reader(child.stdout.take().unwrap());
+    let (mut child, lines) = tail_follow(&log, "1", "5");
     let deadline = Duration::from_secs(20);
     assert_eq!(lines.recv_timeout(deadline).unwrap(), "12 5 6f6c642d32");
 
@@ -758,23 +762,7 @@ fn tail_follow_reads_a_preallocated_file_as_it_is_filled() {
         writer.append(b"before").await.unwrap();
         writer
     });
-    let mut child = Command::new(BIN)
-        .args([
-            "tail",
-            "-f",
-            "-n",
-            "5",
-            "--format",
-            "hex",
-            "--poll-interval",
-            "1",
-        ])
-        .arg(&log)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = line_reader(child.stdout.take().unwrap());
+    let (mut child, lines) = tail_follow(&log, "5", "1");
     let deadline = Duration::from_secs(20);
     assert_eq!(
         lines.recv_timeout(deadline).unwrap(),
@@ -825,15 +813,7 @@ fn tail_follow_reads_its_first_records_live() {
     bytes.resize(4 * BLOCK, 0);
     fs::write(&path, &bytes).unwrap();
 
-    let mut child = Command::new(BIN)
-        .args(["tail", "-f", "-n", "5", "--format", "hex"])
-        .args(["--poll-interval", "1"])
-        .arg(&path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = line_reader(child.stdout.take().unwrap());
+    let (mut child, lines) = tail_follow(&path, "5", "1");
     let deadline = Duration::from_secs(20);
     let expect_record = |i: usize| {
         let line = lines.recv_timeout(deadline).unwrap();

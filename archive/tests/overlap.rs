@@ -17,20 +17,25 @@ use crate::support::faulty::{Fault, FaultyStore};
 use crate::support::gated::GatedStore;
 use crate::support::{fill, open_log, Rng};
 
-#[tokio::test(start_paused = true)]
-async fn each_segment_uploads_while_the_one_before_is_listed() {
+/// Archives at least four sealed segments through the store `gate` builds (on an
+/// in-memory store, given the number of sealed segments), in whole and in small
+/// parts, and checks that every gated step but the last met the next segment's
+/// upload begun, and that the archive is whole.
+async fn archive_overlapping(
+    seed: u64,
+    gate: impl Fn(Arc<dyn ObjectStore>, u64) -> Arc<GatedStore>,
+) {
     for part_bytes in [usize::MAX, 16 * 1024] {
         let dir = tempfile::tempdir().unwrap();
         let log = open_log(dir.path(), Dialect::LevelDb, 64 * 1024).await;
-        fill(&log, &mut Rng(7), 0, 150, 3000).await;
+        fill(&log, &mut Rng(seed), 0, 150, 3000).await;
         log.rotate().await.unwrap();
         let sealed = log.segments().len() as u64 - 1;
         assert!(sealed >= 4, "{sealed} sealed segments");
         let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let gated = GatedStore::new(Arc::clone(&memory), sealed);
+        let gated = gate(Arc::clone(&memory), sealed);
         let archiver = Archiver::new(gated.clone(), "logs".into()).parts(part_bytes, 2);
         archiver.archive_sealed(&log).await.unwrap();
-        // Every listing but the last one's met the next segment's upload begun.
         assert_eq!(
             gated.timed_out.load(Ordering::SeqCst),
             0,
@@ -42,30 +47,17 @@ async fn each_segment_uploads_while_the_one_before_is_listed() {
     }
 }
 
+/// Every listing but the last one's meets the next segment's upload begun.
+#[tokio::test(start_paused = true)]
+async fn each_segment_uploads_while_the_one_before_is_listed() {
+    archive_overlapping(7, GatedStore::new).await;
+}
+
+/// Each segment's check (its HEAD, after its last part and completion) is held
+/// until the next segment's upload has begun.
 #[tokio::test(start_paused = true)]
 async fn each_segment_reads_while_the_one_before_finishes_its_upload() {
-    for part_bytes in [usize::MAX, 16 * 1024] {
-        let dir = tempfile::tempdir().unwrap();
-        let log = open_log(dir.path(), Dialect::LevelDb, 64 * 1024).await;
-        fill(&log, &mut Rng(8), 0, 150, 3000).await;
-        log.rotate().await.unwrap();
-        let sealed = log.segments().len() as u64 - 1;
-        assert!(sealed >= 4, "{sealed} sealed segments");
-        let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        // Each segment's check (its HEAD, after its last part and completion)
-        // is held until the next segment's upload has begun.
-        let gated = GatedStore::holding_checks(Arc::clone(&memory), sealed);
-        let archiver = Archiver::new(gated.clone(), "logs".into()).parts(part_bytes, 2);
-        archiver.archive_sealed(&log).await.unwrap();
-        assert_eq!(
-            gated.timed_out.load(Ordering::SeqCst),
-            0,
-            "parts {part_bytes}"
-        );
-        assert_eq!(gated.overlapped.load(Ordering::SeqCst), sealed - 1);
-        check_archive(&memory, "logs", dir.path(), log.end().segment).await;
-        log.close().await.unwrap();
-    }
+    archive_overlapping(8, GatedStore::holding_checks).await;
 }
 
 /// Segment 3 fails for good while segment 4, begun behind it, uploads: the
