@@ -64,7 +64,7 @@
 //! | `walcodec_replicas` | gauge | replicas connected now |
 //! | `walcodec_replica_disconnections_total` | counter | connections that ended, by `how`: `clean`, `refused`, `failed` |
 //! | `walcodec_replica_refusals_total` | counter | connections refused, by `reason`: `too_far_behind`, `diverged`, `another_log`, `version`, `protocol`, `authentication` |
-//! | `walcodec_shipped_bytes_total` | counter | segment bytes shipped to replicas (counted when a connection ends) |
+//! | `walcodec_shipped_bytes_total` | counter | segment bytes shipped to replicas (each message's once its write returns) |
 
 use std::future::Future;
 use std::path::Path;

@@ -49,6 +49,14 @@ impl Metrics {
         }
     }
 
+    /// A counter's value, 0 when nothing was counted since the last snapshot.
+    fn counted(&self, name: &str) -> u64 {
+        match self.0.get(name) {
+            None => 0,
+            Some(_) => self.counter(name),
+        }
+    }
+
     fn gauge(&self, name: &str) -> f64 {
         match self.0.get(name) {
             Some(DebugValue::Gauge(v)) => v.into_inner(),
@@ -516,11 +524,21 @@ async fn the_primary_reports_how_far_behind_its_replica_is_and_ships_bytes_live(
         tags[..tags.len() - 1].iter().all(|&t| t == b'D'),
         "{tags:?}"
     );
-    // Shipped bytes are counted while the replica is still connected.
-    assert_eq!(
-        snapshot(name).counter("walcodec_shipped_bytes_total"),
-        end.offset
-    );
+    // Shipped bytes are counted while the replica is still connected, each
+    // message's once its write returns, which can be after the replica read it:
+    // wait until all are counted (a snapshot drains the counter, so add them up).
+    let counted = async {
+        let mut shipped = 0;
+        while shipped < end.offset {
+            tokio::task::yield_now().await;
+            shipped += snapshot(name).counted("walcodec_shipped_bytes_total");
+        }
+        shipped
+    };
+    let shipped = tokio::time::timeout(std::time::Duration::from_secs(60), counted)
+        .await
+        .expect("the shipped bytes counted while the replica is connected");
+    assert_eq!(shipped, end.offset);
 
     let mut replicated = log.replicated_end();
     for acked in [walcodec::LogPosition::new(end.segment, 3000), end] {
