@@ -4,8 +4,11 @@
 //!
 //! The child is this test binary run again with `WALCODEC_ARCHIVE_CHILD` set: it
 //! appends to the log (rotating as it fills) while an archiver uploads to a
-//! directory store in parts.
+//! directory store in parts, and prints a line after each batch of appends. The
+//! kill comes a random time after the first such line, not after a fixed time
+//! from the spawn: on a loaded machine a child can take longer than that to start.
 
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +23,8 @@ const CHILD_ENV: &str = "WALCODEC_ARCHIVE_CHILD";
 const STORE_ENV: &str = "WALCODEC_ARCHIVE_CHILD_STORE";
 const SEED_ENV: &str = "WALCODEC_ARCHIVE_CHILD_SEED";
 const SEGMENT_BYTES: u64 = 64 * 1024;
+/// What the child prints after each batch of appends.
+const APPENDED: &str = "appended up to";
 
 #[test]
 #[ignore = "the child process of the archiver crash test"]
@@ -50,6 +55,7 @@ fn archiver_child() {
         loop {
             fill(&log, &mut rng, i, 20, 12_000).await;
             i += 20;
+            println!("{APPENDED} {i}");
             if task.is_finished() {
                 panic!("the archiver stopped: {:?}", task.await);
             }
@@ -76,14 +82,34 @@ fn a_killed_archiver_resumes_without_duplicates_or_gaps() {
             .env(CHILD_ENV, log_dir.path())
             .env(STORE_ENV, store_dir.path())
             .env(SEED_ENV, cycle.to_string())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        // Let it get somewhere, then kill it (SIGKILL) wherever it is.
-        std::thread::sleep(Duration::from_millis(100 + rng.below(400)));
+        // Let it get somewhere (its first batch appended), then kill it (SIGKILL)
+        // wherever it is. The reader drains the pipe until the kill closes it.
+        let (first_tx, first_rx) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.starts_with(APPENDED) {
+                    let _ = first_tx.send(());
+                }
+            }
+        });
+        // The bound only turns a child that never appends into a message.
+        let first = first_rx.recv_timeout(Duration::from_secs(60));
+        if first.is_ok() {
+            std::thread::sleep(Duration::from_millis(rng.below(400)));
+        }
         child.kill().unwrap();
-        child.wait().unwrap();
+        let status = child.wait().unwrap();
+        reader.join().unwrap();
+        assert!(
+            first.is_ok(),
+            "cycle {cycle}: the child appended nothing before the kill ({status})"
+        );
         // What the crash left is a valid archive: consecutive, each object whole.
         runtime.block_on(async {
             let store = support::local_store(store_dir.path());
