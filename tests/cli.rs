@@ -836,22 +836,34 @@ fn tail_follow_reads_its_first_records_live() {
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
 }
 
+/// `walcodec dump ... | head`: every printing command, on one thread and split
+/// across threads (which write from another place), ends with status 0 and says
+/// nothing when its reader goes away.
 #[test]
 fn a_closed_stdout_ends_quietly() {
-    let mut child = Command::new(BIN)
-        .args(["dump", "--format", "hex"])
-        .arg(data("writers/many-small-10000/000001.log"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut first = [0u8; 16];
-    stdout.read_exact(&mut first).unwrap();
-    drop(stdout);
-    let output = child.wait_with_output().unwrap();
-    assert_eq!(code(&output), 0);
-    assert_eq!(stderr(&output), "");
+    let dumps: [&[&str]; 2] = [&["dump", "--format", "hex"], &["dump", "--physical"]];
+    // On one thread, and split: two threads, each reading a range of 32 KiB.
+    let jobs: [&[&str]; 2] = [&["--jobs", "1"], &["--jobs", "2", "--split-bytes", "32768"]];
+    let commands = dumps
+        .iter()
+        .flat_map(|dump| jobs.iter().map(move |jobs| [*dump, *jobs].concat()))
+        .chain([vec!["cat", "--to", "hex"]]);
+    for args in commands {
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .arg(data("writers/many-small-10000/000001.log"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 16];
+        stdout.read_exact(&mut first).unwrap();
+        drop(stdout);
+        let output = child.wait_with_output().unwrap();
+        let ended = (code(&output), stderr(&output));
+        assert_eq!(ended, (0, String::new()), "{args:?}");
+    }
 }
 
 #[test]

@@ -534,7 +534,9 @@ pub(crate) fn dump(
                 },
             )
             .map_err(|e| match e {
-                InspectError::Io(e) | InspectError::Consumer(e) => input.failure(e),
+                InspectError::Io(e) => input.failure(e),
+                // The consumer only writes to stdout: a closed pipe ends quietly.
+                InspectError::Consumer(e) => Failure::from(e),
                 other => Failure::new(format!("{}: {other}", input.name())),
             })?;
             input.set_read_to(end.max(from));
