@@ -10,6 +10,7 @@ use crate::common::sync_until;
 use std::path::Path;
 use std::time::Duration;
 
+use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::net::{TcpListener, TcpStream};
 use walcodec::{
@@ -199,24 +200,31 @@ async fn a_cut_at_any_byte_resumes_after_the_last_complete_record() {
     let mut cuts: Vec<u64> = (1..HANDSHAKE + 30).collect();
     cuts.extend((0..40).map(|i| HANDSHAKE + 30 + i * 9_973));
     cuts.extend([32 * 1024 + HANDSHAKE + 17 + 9, 32 * 1024 - 3, 65_536 + 50]);
-    for cut in cuts {
-        let r = tempfile::tempdir().unwrap();
-        let mut replica = Replica::open(r.path()).await.unwrap();
-        let (_, synced) = sync_through(&log, &mut replica, Some(cut), None).await;
-        let at = match synced {
-            // A cut in the primary's hello or identity is a truncated handshake.
-            Err(Error::ReplicaProtocol { .. }) if cut < HANDSHAKE => replica.end(),
-            synced => synced.unwrap_or_else(|e| panic!("cut at {cut}: {e}")),
-        };
-        assert_prefix(p.path(), r.path());
-        let (shipped, synced) = sync_through(&log, &mut replica, None, None).await;
-        assert_eq!(synced.unwrap(), log.end(), "cut at {cut}");
-        let shipped = shipped.unwrap();
-        if at != LogPosition::START && at.offset > 0 {
-            assert_eq!(shipped.from, at, "cut at {cut}: resumed elsewhere");
-        }
-        assert_identical(p.path(), r.path());
+    // Eight cuts at a time, each with its own replica: their syncs overlap.
+    futures::stream::iter(cuts)
+        .for_each_concurrent(8, |cut| resume_after_a_cut(&log, p.path(), cut))
+        .await;
+}
+
+/// One connection cut after `cut` bytes, then one uncut: the replica ends
+/// identical, and the second resumed where the first stopped.
+async fn resume_after_a_cut(log: &LogDir, primary: &Path, cut: u64) {
+    let r = tempfile::tempdir().unwrap();
+    let mut replica = Replica::open(r.path()).await.unwrap();
+    let (_, synced) = sync_through(log, &mut replica, Some(cut), None).await;
+    let at = match synced {
+        // A cut in the primary's hello or identity is a truncated handshake.
+        Err(Error::ReplicaProtocol { .. }) if cut < HANDSHAKE => replica.end(),
+        synced => synced.unwrap_or_else(|e| panic!("cut at {cut}: {e}")),
+    };
+    assert_prefix(primary, r.path());
+    let (shipped, synced) = sync_through(log, &mut replica, None, None).await;
+    assert_eq!(synced.unwrap(), log.end(), "cut at {cut}");
+    let shipped = shipped.unwrap();
+    if at != LogPosition::START && at.offset > 0 {
+        assert_eq!(shipped.from, at, "cut at {cut}: resumed elsewhere");
     }
+    assert_identical(primary, r.path());
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt;
 use object_store::ObjectStore;
 use walcodec::{Dialect, LogDir, LogPosition};
 use walcodec_archive::{restore, ArchiveError, Archiver};
@@ -99,17 +100,21 @@ async fn every_point(store: Arc<dyn ObjectStore>, dialect: Dialect) {
         }
     }
     points.push(LogPosition::new(u64::MAX, 0));
-    for point in points {
-        check_restore_at(&store, "pitr", &primary, &written, Some(point)).await;
-    }
+    // Eight restores at a time: each syncs its copy, and the syncs overlap.
+    futures::stream::iter(points)
+        .for_each_concurrent(8, |point| {
+            check_restore_at(&store, "pitr", &primary, &written, Some(point))
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_point_in_time_gives_exactly_the_prefix_in_every_dialect() {
-    for dialect in support::DIALECTS {
+    futures::future::join_all(support::DIALECTS.map(|dialect| async move {
         let store_dir = tempfile::tempdir().unwrap();
         every_point(support::local_store(store_dir.path()), dialect).await;
-    }
+    }))
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
