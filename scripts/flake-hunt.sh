@@ -21,8 +21,8 @@
 # FLAKE_HUNT_OUT=DIR puts the logs there instead (two hunts side by side).
 #
 # RUST_TEST_THREADS=4 (twice the cores of a 2-core machine) runs more tests at once,
-# so each meets more contention, not less. A whole run took about as long: 9 to 11
-# minutes on 2 cores under the load, against 8 to 10 with the default.
+# so each meets more contention, not less. On 2 cores under the load a whole run
+# takes about 8 minutes (461-481 s), so 20 runs take about two and a half hours.
 #
 # The summary lists, per failing test, the runs it failed in, and each run's time.
 set -euo pipefail
