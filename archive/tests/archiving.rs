@@ -193,12 +193,7 @@ async fn the_active_prefix_is_uploaded_on_an_interval() {
         .await
         .unwrap();
     assert_eq!(restored.end, end);
-    let records = support::read_all(copy.path()).await;
-    assert_eq!(records.len(), written.len());
-    for ((data, end), (got, got_end)) in written.iter().zip(&records) {
-        assert_eq!(data, got);
-        assert_eq!(end, got_end);
-    }
+    support::assert_same_records(&support::read_all(copy.path()).await, &written);
     // The restored directory opens as a log and goes on.
     let reopened = LogDir::builder()
         .dialect(Dialect::Pebble)

@@ -5,14 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::TryStreamExt;
 use object_store::ObjectStore;
 use walcodec::{Dialect, LogPosition};
 use walcodec_archive::{restore_with, Archive, Archiver, RestoreOptions, RetryPolicy};
 
 use crate::archiving::check_archive;
 use crate::support::faulty::{Fault, FaultyStore};
-use crate::support::{self, fill, open_log, read_all, Rng, S3Server};
+use crate::support::{
+    self, archived_records, assert_same_records, fill, open_log, read_all, Rng, S3Server,
+};
 
 fn patient() -> RetryPolicy {
     RetryPolicy::new()
@@ -62,18 +63,8 @@ async fn through_faults(
         .await
         .unwrap();
     assert!(archive.verify().await.unwrap().problems.is_empty());
-    let records: Vec<_> = archive
-        .clone()
-        .read_bytes(10_000)
-        .records(LogPosition::START)
-        .try_collect()
-        .await
-        .unwrap();
-    assert_eq!(records.len(), written.len());
-    for ((data, end), record) in written.iter().zip(&records) {
-        assert_eq!(&record.data[..], &data[..]);
-        assert_eq!(record.end, *end);
-    }
+    let records = archived_records(&archive.clone().read_bytes(10_000), LogPosition::START).await;
+    assert_same_records(&records, &written);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -174,5 +174,28 @@ pub async fn read_all(dir: &Path) -> Vec<(Vec<u8>, LogPosition)> {
     records
 }
 
+/// Every record of `archive` after `from`, with its end, as [`read_all`] gives them.
+pub async fn archived_records(
+    archive: &walcodec_archive::Archive,
+    from: LogPosition,
+) -> Vec<(Vec<u8>, LogPosition)> {
+    use futures::TryStreamExt;
+    let records: Vec<_> = archive.records(from).try_collect().await.unwrap();
+    records
+        .into_iter()
+        .map(|record| (record.data.to_vec(), record.end))
+        .collect()
+}
+
+/// Asserts that `got` holds the records `written`, in order, with their ends:
+/// record by record, so that a failure names one record, not two whole logs.
+pub fn assert_same_records(got: &[(Vec<u8>, LogPosition)], written: &[(Vec<u8>, LogPosition)]) {
+    assert_eq!(got.len(), written.len());
+    for ((data, end), (got, got_end)) in written.iter().zip(got) {
+        assert_eq!(got, data);
+        assert_eq!(got_end, end);
+    }
+}
+
 /// The three dialects a LogDir writes.
 pub const DIALECTS: [Dialect; 3] = [Dialect::LevelDb, Dialect::RocksDb, Dialect::Pebble];
